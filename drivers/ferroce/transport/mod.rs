@@ -1,0 +1,11 @@
+//! The ferroce transport engine: IBTA UD and RC over RoCEv2, sans-IO.
+//!
+//! Pure state machines over bytes, time and an abstract memory. No I/O, no
+//! locks, no allocation, no clock reads, no kernel types: the caller (the
+//! kernel module, or the host simulator in `tests/`) supplies all of it.
+//!
+//! Rules for every file under this directory (it is compiled into the kernel):
+//! - depend on `core` only; refer to sibling modules with `super::`, never `crate::`;
+//! - no `unwrap`/`expect`/`panic!`/unchecked indexing/overflowing arithmetic
+//!   outside `#[cfg(test)]`: every fallible step returns a value the caller handles;
+//! - no `unsafe`.
