@@ -9,3 +9,9 @@
 //! - no `unwrap`/`expect`/`panic!`/unchecked indexing/overflowing arithmetic
 //!   outside `#[cfg(test)]`: every fallible step returns a value the caller handles;
 //! - no `unsafe`.
+
+pub mod error;
+pub mod memory;
+pub mod qp;
+pub mod ring;
+pub mod verbs;

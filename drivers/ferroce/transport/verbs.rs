@@ -1,0 +1,338 @@
+//! The verbs vocabulary shared with userspace: work requests, work
+//! completions and the numeric values libibverbs gives them.
+//!
+//! Every numeric value here equals the libibverbs one (`enum ibv_wc_status`,
+//! `enum ibv_wr_opcode`, `enum ibv_send_flags`, ...), so the kernel glue and
+//! the provider pass them through without translation tables.
+
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::arithmetic_side_effects
+    )
+)]
+
+/// Scatter/gather entries per work request (`max_send_sge`/`max_recv_sge`).
+pub const MAX_SGE: usize = 6;
+
+/// Bytes of inline data a send work request can carry (`max_inline_data`).
+pub const MAX_INLINE: usize = 64;
+
+/// Bytes of Global Route Header space verbs reserves at the start of the
+/// first receive buffer of a UD QP.
+pub const GRH_LEN: usize = 40;
+
+/// `enum ibv_wc_status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(u32)]
+pub enum WcStatus {
+    /// The work request completed without error.
+    #[default]
+    Success = 0,
+    /// Local length error: a message did not fit its buffers or the PMTU.
+    LocLenErr = 1,
+    /// Local QP operation error (an internal consistency error).
+    LocQpOpErr = 2,
+    /// Local protection error: an L_Key, PD or access check failed.
+    LocProtErr = 4,
+    /// Flushed: the QP entered the error state before the request ran.
+    WrFlushErr = 5,
+    /// The responder sent an unexpected or malformed response.
+    BadRespErr = 7,
+    /// Local access error on a remote request (responder side).
+    LocAccessErr = 8,
+    /// The responder NAKed with Invalid Request.
+    RemInvReqErr = 9,
+    /// The responder NAKed with Remote Access Error.
+    RemAccessErr = 10,
+    /// The responder NAKed with Remote Operational Error.
+    RemOpErr = 11,
+    /// The transport retry counter was exhausted.
+    RetryExcErr = 12,
+    /// The RNR retry counter was exhausted.
+    RnrRetryExcErr = 13,
+    /// Anything else.
+    GeneralErr = 21,
+}
+
+/// `enum ibv_wc_opcode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(u32)]
+pub enum WcOpcode {
+    /// A send (any flavour) on the send queue.
+    #[default]
+    Send = 0,
+    /// An RDMA WRITE (with or without immediate) on the send queue.
+    RdmaWrite = 1,
+    /// An RDMA READ on the send queue.
+    RdmaRead = 2,
+    /// An atomic compare and swap on the send queue.
+    CompSwap = 3,
+    /// An atomic fetch and add on the send queue.
+    FetchAdd = 4,
+    /// A received send.
+    Recv = 128,
+    /// A received RDMA WRITE with immediate.
+    RecvRdmaWithImm = 129,
+}
+
+/// `enum ibv_wr_opcode`, restricted to what the engine executes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(u32)]
+pub enum WrOpcode {
+    /// RDMA WRITE.
+    RdmaWrite = 0,
+    /// RDMA WRITE with immediate data.
+    RdmaWriteWithImm = 1,
+    /// SEND.
+    #[default]
+    Send = 2,
+    /// SEND with immediate data.
+    SendWithImm = 3,
+    /// RDMA READ.
+    RdmaRead = 4,
+    /// Atomic compare and swap.
+    AtomicCmpAndSwp = 5,
+    /// Atomic fetch and add.
+    AtomicFetchAndAdd = 6,
+    /// SEND with invalidate.
+    SendWithInv = 9,
+}
+
+impl WrOpcode {
+    /// The `ibv_wr_opcode` value `v`, if the engine executes it.
+    pub fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            0 => Self::RdmaWrite,
+            1 => Self::RdmaWriteWithImm,
+            2 => Self::Send,
+            3 => Self::SendWithImm,
+            4 => Self::RdmaRead,
+            5 => Self::AtomicCmpAndSwp,
+            6 => Self::AtomicFetchAndAdd,
+            9 => Self::SendWithInv,
+            _ => return None,
+        })
+    }
+
+    /// The completion opcode reported for this request on the send queue.
+    pub fn wc_opcode(self) -> WcOpcode {
+        match self {
+            Self::RdmaWrite | Self::RdmaWriteWithImm => WcOpcode::RdmaWrite,
+            Self::Send | Self::SendWithImm | Self::SendWithInv => WcOpcode::Send,
+            Self::RdmaRead => WcOpcode::RdmaRead,
+            Self::AtomicCmpAndSwp => WcOpcode::CompSwap,
+            Self::AtomicFetchAndAdd => WcOpcode::FetchAdd,
+        }
+    }
+
+    /// Whether the responder answers with data (RDMA READ, atomics), which
+    /// counts against `max_rd_atomic`.
+    pub fn is_read_or_atomic(self) -> bool {
+        matches!(
+            self,
+            Self::RdmaRead | Self::AtomicCmpAndSwp | Self::AtomicFetchAndAdd
+        )
+    }
+
+    /// Whether this is an atomic operation.
+    pub fn is_atomic(self) -> bool {
+        matches!(self, Self::AtomicCmpAndSwp | Self::AtomicFetchAndAdd)
+    }
+}
+
+/// `enum ibv_send_flags`.
+pub mod send_flags {
+    /// Wait for earlier RDMA READs and atomics to complete first.
+    pub const FENCE: u32 = 1 << 0;
+    /// Generate a completion on success.
+    pub const SIGNALED: u32 = 1 << 1;
+    /// Set the solicited event bit in the last packet.
+    pub const SOLICITED: u32 = 1 << 2;
+    /// The payload is in [`super::SendWqe::inline`], not behind L_Keys.
+    pub const INLINE: u32 = 1 << 3;
+}
+
+/// `enum ibv_wc_flags`.
+pub mod wc_flags {
+    /// The first 40 bytes of the receive buffer hold a GRH.
+    pub const GRH: u32 = 1 << 0;
+    /// `imm_data` is valid.
+    pub const WITH_IMM: u32 = 1 << 1;
+    /// `invalidated_rkey` (in `imm_data`) is valid.
+    pub const WITH_INV: u32 = 1 << 3;
+}
+
+/// `enum ibv_access_flags`.
+pub mod access {
+    /// Local write access (receive buffers, RDMA READ destinations).
+    pub const LOCAL_WRITE: u32 = 1 << 0;
+    /// Remote RDMA WRITE access.
+    pub const REMOTE_WRITE: u32 = 1 << 1;
+    /// Remote RDMA READ access.
+    pub const REMOTE_READ: u32 = 1 << 2;
+    /// Remote atomic access.
+    pub const REMOTE_ATOMIC: u32 = 1 << 3;
+}
+
+/// One scatter/gather element (`struct ibv_sge`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Sge {
+    /// Start address in the registered region.
+    pub addr: u64,
+    /// Length in bytes.
+    pub length: u32,
+    /// L_Key of the region.
+    pub lkey: u32,
+}
+
+/// A send work request (`struct ibv_send_wr` minus the chaining pointer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendWqe {
+    /// Caller cookie returned in the completion.
+    pub wr_id: u64,
+    /// What to do.
+    pub opcode: WrOpcode,
+    /// [`send_flags`] bits.
+    pub send_flags: u32,
+    /// Gather list (the first `num_sge` entries are used).
+    pub sg_list: [Sge; MAX_SGE],
+    /// Entries used in `sg_list`.
+    pub num_sge: u8,
+    /// Inline payload when [`send_flags::INLINE`] is set.
+    pub inline: [u8; MAX_INLINE],
+    /// Bytes used in `inline`.
+    pub inline_len: u16,
+    /// Immediate data (host order) or, for SEND with invalidate, the R_Key
+    /// to invalidate.
+    pub imm_data: u32,
+    /// RDMA and atomic target virtual address.
+    pub remote_addr: u64,
+    /// RDMA and atomic target R_Key.
+    pub rkey: u32,
+    /// Compare operand of compare-and-swap.
+    pub compare_add: u64,
+    /// Swap operand of compare-and-swap; add operand of fetch-and-add
+    /// travels in `compare_add` as in `ibv_send_wr.wr.atomic`.
+    pub swap: u64,
+    /// UD: address handle index, opaque to the engine, returned with each
+    /// transmitted packet.
+    pub ah: u32,
+    /// UD: destination QPN.
+    pub remote_qpn: u32,
+    /// UD: Q_Key (bit 31 set: use the QP's own Q_Key).
+    pub remote_qkey: u32,
+}
+
+impl Default for SendWqe {
+    fn default() -> Self {
+        Self {
+            wr_id: 0,
+            opcode: WrOpcode::Send,
+            send_flags: 0,
+            sg_list: [Sge::default(); MAX_SGE],
+            num_sge: 0,
+            inline: [0; MAX_INLINE],
+            inline_len: 0,
+            imm_data: 0,
+            remote_addr: 0,
+            rkey: 0,
+            compare_add: 0,
+            swap: 0,
+            ah: 0,
+            remote_qpn: 0,
+            remote_qkey: 0,
+        }
+    }
+}
+
+impl SendWqe {
+    /// The gather entries in use.
+    pub fn sges(&self) -> &[Sge] {
+        self.sg_list
+            .get(..usize::from(self.num_sge))
+            .unwrap_or(&self.sg_list)
+    }
+
+    /// The inline bytes in use.
+    pub fn inline_data(&self) -> &[u8] {
+        self.inline
+            .get(..usize::from(self.inline_len))
+            .unwrap_or(&self.inline)
+    }
+
+    /// Whether the payload is inline.
+    pub fn is_inline(&self) -> bool {
+        self.send_flags & send_flags::INLINE != 0
+    }
+
+    /// Message length in bytes (atomics: 8), or `None` on overflow.
+    pub fn length(&self) -> Option<u32> {
+        if self.opcode.is_atomic() {
+            return Some(8);
+        }
+        if self.is_inline() {
+            return u32::try_from(self.inline_len).ok();
+        }
+        self.sges()
+            .iter()
+            .try_fold(0u32, |acc, s| acc.checked_add(s.length))
+    }
+}
+
+/// A receive work request (`struct ibv_recv_wr` minus the chaining pointer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct RecvWqe {
+    /// Caller cookie returned in the completion.
+    pub wr_id: u64,
+    /// Scatter list (the first `num_sge` entries are used).
+    pub sg_list: [Sge; MAX_SGE],
+    /// Entries used in `sg_list`.
+    pub num_sge: u8,
+}
+
+impl RecvWqe {
+    /// The scatter entries in use.
+    pub fn sges(&self) -> &[Sge] {
+        self.sg_list
+            .get(..usize::from(self.num_sge))
+            .unwrap_or(&self.sg_list)
+    }
+
+    /// Total buffer space, saturating at `u32::MAX`.
+    pub fn length(&self) -> u32 {
+        self.sges()
+            .iter()
+            .fold(0u32, |acc, s| acc.saturating_add(s.length))
+    }
+}
+
+/// A work completion (`struct ibv_wc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Cqe {
+    /// The work request's cookie.
+    pub wr_id: u64,
+    /// Outcome.
+    pub status: WcStatus,
+    /// What completed.
+    pub opcode: WcOpcode,
+    /// Vendor error (the AETH syndrome of a NAK, else 0).
+    pub vendor_err: u32,
+    /// Bytes transferred (receives: including the 40 GRH bytes on UD).
+    pub byte_len: u32,
+    /// Immediate data (host order), or the invalidated R_Key with
+    /// [`wc_flags::WITH_INV`].
+    pub imm_data: u32,
+    /// The local QP number.
+    pub qp_num: u32,
+    /// UD receives: the source QPN.
+    pub src_qp: u32,
+    /// [`wc_flags`] bits.
+    pub wc_flags: u32,
+    /// UD receives: P_Key index the packet matched.
+    pub pkey_index: u16,
+}
