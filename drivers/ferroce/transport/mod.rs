@@ -15,3 +15,5 @@ pub mod memory;
 pub mod qp;
 pub mod ring;
 pub mod verbs;
+
+pub mod wire;

@@ -1,0 +1,392 @@
+//! The RoCEv2 invariant CRC (IBTA annex A17.3.3, and 7.8.1 for the CRC).
+//!
+//! The ICRC is the CRC-32 of IEEE 802.3 (polynomial 0x04C11DB7, reflected,
+//! initial value and final XOR all ones: the CRC of Ethernet's FCS and of
+//! zlib's `crc32`) computed over
+//!
+//! 1. eight 0xFF bytes standing for the masked InfiniBand LRH that RoCEv2
+//!    does not carry;
+//! 2. the IP header with the fields routers may change masked to all ones:
+//!    IPv4 Type of Service, Time to Live and Header Checksum; IPv6 Traffic
+//!    Class, Flow Label and Hop Limit;
+//! 3. the UDP header with its checksum masked to all ones;
+//! 4. the BTH with byte 4 (FECN, BECN and the six reserved bits; `Resv8a`
+//!    in the IBTA layout) masked to all ones;
+//! 5. the rest of the transport packet: extension headers, payload, pad.
+//!
+//! The 32-bit result is transmitted least significant byte first, as the
+//! Ethernet FCS is: the four ICRC bytes are `icrc.to_le_bytes()`. rdma_rxe
+//! does the same (`crc32_le` over the same bytes, seeded with the CRC of
+//! the eight 0xFF bytes, complemented and stored in CPU order on
+//! little-endian hosts).
+
+use super::bth::BTH_LEN;
+use super::field;
+use super::{Error, Result};
+
+/// Length of the ICRC trailer in bytes.
+pub const ICRC_LEN: usize = 4;
+
+/// The UDP destination port of RoCEv2.
+pub const ROCEV2_UDP_PORT: u16 = 4791;
+
+const UDP_LEN: usize = 8;
+const IPV4_MIN_LEN: usize = 20;
+const IPV4_MAX_LEN: usize = 60;
+const IPV6_LEN: usize = 40;
+const IPPROTO_UDP: u8 = 17;
+
+/// Reflected CRC-32 polynomial (0x04C11DB7 bit-reversed).
+const POLY: u32 = 0xEDB8_8320;
+
+/// Slicing-by-8 tables: `TABLES[0]` is the classic byte-at-a-time table;
+/// `TABLES[k][b]` is the CRC of byte `b` followed by `k` zero bytes.
+static TABLES: [[u32; 256]; 8] = build_tables();
+
+// Evaluated at compile time only: an overflow would fail the build.
+#[allow(clippy::arithmetic_side_effects, clippy::indexing_slicing)]
+const fn build_tables() -> [[u32; 256]; 8] {
+    let mut tables = [[0u32; 256]; 8];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = i as u32;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ POLY } else { crc >> 1 };
+            bit += 1;
+        }
+        tables[0][i] = crc;
+        i += 1;
+    }
+    let mut k = 1;
+    while k < 8 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = tables[k - 1][i];
+            tables[k][i] = (prev >> 8) ^ tables[0][(prev & 0xFF) as usize];
+            i += 1;
+        }
+        k += 1;
+    }
+    tables
+}
+
+/// `TABLES[K][low byte of x]`.
+#[inline(always)]
+fn t<const K: usize>(x: u32) -> u32 {
+    // K < 8 and the index is masked to 0..=255: the lookups always hit.
+    TABLES
+        .get(K)
+        .and_then(|table| table.get((x & 0xFF) as usize))
+        .copied()
+        .unwrap_or(0)
+}
+
+/// An incremental CRC-32 (IEEE 802.3, reflected), fed piece by piece.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Crc32 {
+    /// The running register, before the final complement.
+    state: u32,
+}
+
+impl Default for Crc32 {
+    fn default() -> Self {
+        Crc32::new()
+    }
+}
+
+impl Crc32 {
+    pub const fn new() -> Crc32 {
+        Crc32 { state: !0 }
+    }
+
+    /// Feeds `data`, eight bytes at a time where possible.
+    pub fn update(&mut self, data: &[u8]) {
+        let mut crc = self.state;
+        let (words, tail) = data.as_chunks::<8>();
+        for w in words {
+            let lo = crc ^ u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+            let hi = u32::from_le_bytes([w[4], w[5], w[6], w[7]]);
+            crc = t::<7>(lo)
+                ^ t::<6>(lo >> 8)
+                ^ t::<5>(lo >> 16)
+                ^ t::<4>(lo >> 24)
+                ^ t::<3>(hi)
+                ^ t::<2>(hi >> 8)
+                ^ t::<1>(hi >> 16)
+                ^ t::<0>(hi >> 24);
+        }
+        for &b in tail {
+            crc = (crc >> 8) ^ t::<0>(crc ^ u32::from(b));
+        }
+        self.state = crc;
+    }
+
+    /// The CRC of everything fed so far.
+    pub const fn finish(&self) -> u32 {
+        !self.state
+    }
+}
+
+/// CRC-32 (IEEE 802.3) of `data`; equal to zlib's `crc32(0, data)`.
+pub fn crc32(data: &[u8]) -> u32 {
+    let mut crc = Crc32::new();
+    crc.update(data);
+    crc.finish()
+}
+
+/// Bit-at-a-time reference CRC, for cross-checking the tables.
+#[cfg(test)]
+fn crc32_bitwise(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ POLY } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+/// An ICRC computation in progress: the masked pseudo header is already in,
+/// the caller feeds the bytes after the BTH (possibly in several pieces, as
+/// they sit in a fragmented socket buffer) and calls [`Icrc::finish`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Icrc {
+    crc: Crc32,
+}
+
+impl Icrc {
+    /// Starts the ICRC of an IPv4 packet. `ip` starts with the IPv4 header
+    /// (its length is taken from IHL, options included), `udp` with the UDP
+    /// header, `bth` with the BTH; longer slices are fine.
+    pub fn start_ipv4(ip: &[u8], udp: &[u8], bth: &[u8]) -> Result<Icrc> {
+        let version_ihl = field::read_u8(ip, 0);
+        let ihl = usize::from(version_ihl & 0x0F).saturating_mul(4);
+        if version_ihl >> 4 != 4 || ihl < IPV4_MIN_LEN {
+            return Err(Error::BadIp);
+        }
+        let mut hdr = [0u8; IPV4_MAX_LEN];
+        let hdr = hdr.get_mut(..ihl).ok_or(Error::BadIp)?;
+        hdr.copy_from_slice(ip.get(..ihl).ok_or(Error::Truncated)?);
+        field::write_u8(hdr, 1, 0xFF); // TOS (DSCP, ECN)
+        field::write_u8(hdr, 8, 0xFF); // TTL
+        field::write_be16(hdr, 10, 0xFFFF); // header checksum
+        Self::start(hdr, udp, bth)
+    }
+
+    /// Starts the ICRC of an IPv6 packet. `ip` starts with the 40-byte
+    /// fixed IPv6 header (extension headers are not supported by RoCEv2
+    /// peers and are not covered), `udp` with the UDP header, `bth` with
+    /// the BTH.
+    pub fn start_ipv6(ip: &[u8], udp: &[u8], bth: &[u8]) -> Result<Icrc> {
+        let mut hdr: [u8; IPV6_LEN] = *ip.first_chunk().ok_or(Error::Truncated)?;
+        if hdr[0] >> 4 != 6 {
+            return Err(Error::BadIp);
+        }
+        // Version kept; Traffic Class and Flow Label all ones.
+        hdr[0] |= 0x0F;
+        hdr[1] = 0xFF;
+        hdr[2] = 0xFF;
+        hdr[3] = 0xFF;
+        hdr[7] = 0xFF; // Hop Limit
+        Self::start(&hdr, udp, bth)
+    }
+
+    fn start(ip: &[u8], udp: &[u8], bth: &[u8]) -> Result<Icrc> {
+        let mut udp: [u8; UDP_LEN] = *udp.first_chunk().ok_or(Error::Truncated)?;
+        udp[6] = 0xFF; // checksum
+        udp[7] = 0xFF;
+        let mut bth: [u8; BTH_LEN] = *bth.first_chunk().ok_or(Error::Truncated)?;
+        bth[4] = 0xFF; // FECN, BECN, Resv6a
+        let mut crc = Crc32::new();
+        crc.update(&[0xFF; 8]);
+        crc.update(ip);
+        crc.update(&udp);
+        crc.update(&bth);
+        Ok(Icrc { crc })
+    }
+
+    /// Feeds the bytes that follow the BTH.
+    pub fn update(&mut self, data: &[u8]) {
+        self.crc.update(data);
+    }
+
+    /// The ICRC; its wire bytes are `to_le_bytes()`.
+    pub const fn finish(&self) -> u32 {
+        self.crc.finish()
+    }
+}
+
+/// The ICRC of a RoCEv2/IPv4 packet given its IPv4 header, UDP header and
+/// transport packet (BTH onward, pad included, ICRC excluded).
+pub fn icrc_ipv4(ip: &[u8], udp: &[u8], transport: &[u8]) -> Result<u32> {
+    let mut icrc = Icrc::start_ipv4(ip, udp, transport)?;
+    icrc.update(transport.get(BTH_LEN..).ok_or(Error::Truncated)?);
+    Ok(icrc.finish())
+}
+
+/// The ICRC of a RoCEv2/IPv6 packet given its IPv6 header, UDP header and
+/// transport packet (BTH onward, pad included, ICRC excluded).
+pub fn icrc_ipv6(ip: &[u8], udp: &[u8], transport: &[u8]) -> Result<u32> {
+    let mut icrc = Icrc::start_ipv6(ip, udp, transport)?;
+    icrc.update(transport.get(BTH_LEN..).ok_or(Error::Truncated)?);
+    Ok(icrc.finish())
+}
+
+/// IP version of a RoCEv2 packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IpVersion {
+    V4,
+    V6,
+}
+
+/// A complete RoCEv2 IP packet cut into its parts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RocePacket<'a> {
+    pub version: IpVersion,
+    /// The IP header (IPv4 options included).
+    pub ip: &'a [u8],
+    /// The 8-byte UDP header.
+    pub udp: &'a [u8],
+    /// BTH onward, up to the ICRC (what [`super::packet::parse`] takes).
+    pub transport: &'a [u8],
+    /// The ICRC as carried.
+    pub icrc: [u8; ICRC_LEN],
+}
+
+/// Offsets of the parts of a RoCEv2 IP packet: (version, ip header length,
+/// end of the UDP datagram).
+fn layout(packet: &[u8]) -> Result<(IpVersion, usize, usize)> {
+    let first = *packet.first().ok_or(Error::Truncated)?;
+    let (version, ip_len, ip_end, protocol) = match first >> 4 {
+        4 => {
+            let ihl = usize::from(first & 0x0F).saturating_mul(4);
+            let total = usize::from(field::read_be16(packet, 2));
+            (IpVersion::V4, ihl, total, field::read_u8(packet, 9))
+        }
+        6 => {
+            let payload = usize::from(field::read_be16(packet, 4));
+            let total = IPV6_LEN.checked_add(payload).ok_or(Error::BadIp)?;
+            (IpVersion::V6, IPV6_LEN, total, field::read_u8(packet, 6))
+        }
+        _ => return Err(Error::BadIp),
+    };
+    if packet.len() < ip_len.max(IPV4_MIN_LEN) {
+        return Err(Error::Truncated);
+    }
+    if ip_len < IPV4_MIN_LEN || protocol != IPPROTO_UDP || ip_end < ip_len {
+        return Err(Error::BadIp);
+    }
+    if packet.len() < ip_end {
+        return Err(Error::Truncated);
+    }
+    let udp = packet.get(ip_len..ip_end).ok_or(Error::BadIp)?;
+    let udp_len = usize::from(field::read_be16(udp, 4));
+    if udp.len() < UDP_LEN {
+        return Err(Error::Truncated);
+    }
+    if udp_len > udp.len() {
+        return Err(Error::BadIp);
+    }
+    let min = UDP_LEN + BTH_LEN + ICRC_LEN;
+    if udp_len < min {
+        return Err(Error::Truncated);
+    }
+    let end = ip_len.checked_add(udp_len).ok_or(Error::BadIp)?;
+    Ok((version, ip_len, end))
+}
+
+/// Cuts a complete RoCEv2 packet (starting at the IP header, no link
+/// header) into IP header, UDP header, transport packet and ICRC. The
+/// datagram ends where the UDP length says (link-layer padding after it is
+/// ignored); the IP length must cover it. The UDP port is not checked.
+pub fn split(packet: &[u8]) -> Result<RocePacket<'_>> {
+    let (version, ip_len, end) = layout(packet)?;
+    let datagram = packet.get(..end).ok_or(Error::Truncated)?;
+    let (ip, rest) = datagram.split_at_checked(ip_len).ok_or(Error::Truncated)?;
+    let (udp, rest) = rest.split_at_checked(UDP_LEN).ok_or(Error::Truncated)?;
+    let transport_len = rest.len().checked_sub(ICRC_LEN).ok_or(Error::Truncated)?;
+    let (transport, icrc) = rest
+        .split_at_checked(transport_len)
+        .ok_or(Error::Truncated)?;
+    Ok(RocePacket {
+        version,
+        ip,
+        udp,
+        transport,
+        icrc: *icrc.first_chunk().ok_or(Error::Truncated)?,
+    })
+}
+
+impl RocePacket<'_> {
+    /// The ICRC computed over this packet.
+    pub fn compute_icrc(&self) -> Result<u32> {
+        match self.version {
+            IpVersion::V4 => icrc_ipv4(self.ip, self.udp, self.transport),
+            IpVersion::V6 => icrc_ipv6(self.ip, self.udp, self.transport),
+        }
+    }
+
+    /// `Ok` when the carried ICRC is the computed one, [`Error::BadIcrc`]
+    /// otherwise.
+    pub fn check_icrc(&self) -> Result<()> {
+        if self.compute_icrc()?.to_le_bytes() == self.icrc {
+            Ok(())
+        } else {
+            Err(Error::BadIcrc)
+        }
+    }
+}
+
+/// Checks the ICRC of a complete RoCEv2 IP packet and returns its transport
+/// packet (BTH onward, ICRC excluded) for [`super::packet::parse`].
+pub fn check(packet: &[u8]) -> Result<&[u8]> {
+    let parts = split(packet)?;
+    parts.check_icrc()?;
+    Ok(parts.transport)
+}
+
+/// Computes the ICRC of a complete RoCEv2 IP packet whose last four UDP
+/// payload bytes are reserved for it, and writes it there. The IP and UDP
+/// lengths must already be final.
+pub fn fill(packet: &mut [u8]) -> Result<()> {
+    let (_, _, end) = layout(packet)?;
+    let icrc = split(packet)?.compute_icrc()?;
+    let at = end.checked_sub(ICRC_LEN).ok_or(Error::Truncated)?;
+    let dst = packet
+        .get_mut(at..end)
+        .ok_or(Error::Truncated)?;
+    dst.copy_from_slice(&icrc.to_le_bytes());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32_check_value() {
+        // The CRC-32/ISO-HDLC check value (CRC catalogue): crc("123456789").
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(crc32(b""), 0);
+        // The seed rdma_rxe uses: the raw register after eight 0xFF bytes.
+        let mut lrh = Crc32::new();
+        lrh.update(&[0xFF; 8]);
+        assert_eq!(lrh.state, 0xDEBB_20E3);
+    }
+
+    #[test]
+    fn crc32_slicing_matches_bitwise_for_all_lengths_and_splits() {
+        let data: std::vec::Vec<u8> = (0..300u32).map(|i| (i.wrapping_mul(167) ^ (i >> 3)) as u8).collect();
+        for len in 0..data.len() {
+            let expected = crc32_bitwise(&data[..len]);
+            assert_eq!(crc32(&data[..len]), expected, "len {len}");
+            let split = len / 3;
+            let mut crc = Crc32::new();
+            crc.update(&data[..split]);
+            crc.update(&data[split..len]);
+            assert_eq!(crc.finish(), expected, "len {len} split {split}");
+        }
+    }
+}
