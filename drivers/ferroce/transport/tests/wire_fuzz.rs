@@ -40,7 +40,10 @@ impl Rng {
 }
 
 fn implemented_opcodes() -> Vec<Opcode> {
-    (0..=u8::MAX).map(Opcode).filter(|op| op.info().is_ok()).collect()
+    (0..=u8::MAX)
+        .map(Opcode)
+        .filter(|op| op.info().is_ok())
+        .collect()
 }
 
 fn random_headers(rng: &mut Rng, opcode: Opcode) -> Headers {
@@ -60,10 +63,17 @@ fn random_headers(rng: &mut Rng, opcode: Opcode) -> Headers {
     for ext in info.headers.iter() {
         match ext {
             ExtHeader::Deth => {
-                h.deth = Some(DethRepr { q_key: rng.next() as u32, src_qp: rng.next() as u32 & 0xFF_FFFF })
+                h.deth = Some(DethRepr {
+                    q_key: rng.next() as u32,
+                    src_qp: rng.next() as u32 & 0xFF_FFFF,
+                })
             }
             ExtHeader::Reth => {
-                h.reth = Some(RethRepr { va: rng.next(), r_key: rng.next() as u32, dma_len: rng.next() as u32 })
+                h.reth = Some(RethRepr {
+                    va: rng.next(),
+                    r_key: rng.next() as u32,
+                    dma_len: rng.next() as u32,
+                })
             }
             ExtHeader::AtomicEth => {
                 h.atomic_eth = Some(AtomicEthRepr {
@@ -79,9 +89,21 @@ fn random_headers(rng: &mut Rng, opcode: Opcode) -> Headers {
                     msn: rng.next() as u32 & 0xFF_FFFF,
                 })
             }
-            ExtHeader::AtomicAckEth => h.atomic_ack_eth = Some(AtomicAckEthRepr { orig_data: rng.next() }),
-            ExtHeader::ImmDt => h.immdt = Some(ImmDtRepr { imm: rng.next() as u32 }),
-            ExtHeader::Ieth => h.ieth = Some(IethRepr { r_key: rng.next() as u32 }),
+            ExtHeader::AtomicAckEth => {
+                h.atomic_ack_eth = Some(AtomicAckEthRepr {
+                    orig_data: rng.next(),
+                })
+            }
+            ExtHeader::ImmDt => {
+                h.immdt = Some(ImmDtRepr {
+                    imm: rng.next() as u32,
+                })
+            }
+            ExtHeader::Ieth => {
+                h.ieth = Some(IethRepr {
+                    r_key: rng.next() as u32,
+                })
+            }
             ExtHeader::CnpReserved => {}
         }
     }
@@ -108,7 +130,12 @@ fn frame(rng: &mut Rng, transport: &[u8], v6: bool) -> Vec<u8> {
     let udp_len = 8 + transport.len() + icrc::ICRC_LEN;
     let mut p = Vec::new();
     if v6 {
-        p.extend([0x60 | (rng.next() as u8 & 0xF), rng.next() as u8, rng.next() as u8, rng.next() as u8]);
+        p.extend([
+            0x60 | (rng.next() as u8 & 0xF),
+            rng.next() as u8,
+            rng.next() as u8,
+            rng.next() as u8,
+        ]);
         p.extend((udp_len as u16).to_be_bytes());
         p.extend([17, rng.next() as u8]);
         let mut addrs = [0u8; 32];

@@ -1,4 +1,4 @@
-//! ACK Extended Transport Header (IBTA 9.3.8 and 9.7.5.2), 4 bytes: carried
+//! ACK Extended Transport Header (IBTA vol. 1 ch. 9), 4 bytes: carried
 //! by ACKNOWLEDGE, ATOMIC ACKNOWLEDGE and RDMA READ RESPONSE FIRST/LAST/ONLY.
 //!
 //! ```text
@@ -18,7 +18,7 @@ pub const AETH_LEN: usize = 4;
 /// Largest MSN (24 bits).
 pub const MSN_MASK: u32 = 0x00FF_FFFF;
 
-/// ACK credit count meaning "no end-to-end credit limit" (IBTA 9.7.7.2.5:
+/// ACK credit count meaning "no end-to-end credit limit" (IBTA end-to-end flow control:
 /// the responder does not generate credits, e.g. it uses an SRQ).
 pub const CREDITS_UNLIMITED: u8 = 0x1F;
 
@@ -128,7 +128,7 @@ impl AethSyndrome {
     }
 }
 
-/// RNR NAK timer codes in microseconds (IBTA table 45, 9.7.5.2.8): code 0
+/// RNR NAK timer codes in microseconds (the IBTA RNR NAK timer encoding): code 0
 /// is the longest, 655.36 ms; codes 1..=31 grow roughly geometrically from
 /// 0.01 ms to 491.52 ms.
 const RNR_TIMER_US: [u32; 32] = [
@@ -137,7 +137,7 @@ const RNR_TIMER_US: [u32; 32] = [
     245_760, 327_680, 491_520,
 ];
 
-/// End-to-end credit counts (IBTA table 44, 9.7.7.2.5) for codes 0..=30.
+/// End-to-end credit counts (the IBTA AETH credit count encoding) for codes 0..=30.
 const CREDITS: [u16; 31] = [
     0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1_024, 1_536,
     2_048, 3_072, 4_096, 6_144, 8_192, 12_288, 16_384, 24_576, 32_768,
@@ -269,7 +269,12 @@ mod tests {
         // (byte, decoded) from the IBTA syndrome layout, built by hand.
         let cases = [
             (0x00, AethSyndrome::Ack { credits: 0 }),
-            (0x1F, AethSyndrome::Ack { credits: CREDITS_UNLIMITED }),
+            (
+                0x1F,
+                AethSyndrome::Ack {
+                    credits: CREDITS_UNLIMITED,
+                },
+            ),
             (0x0A, AethSyndrome::Ack { credits: 10 }),
             (0x20, AethSyndrome::RnrNak { timer: 0 }),
             (0x32, AethSyndrome::RnrNak { timer: 0x12 }),
@@ -295,8 +300,14 @@ mod tests {
         for byte in (0x40..=0x5F).chain(0x65..=0x7F).chain(0x80..=0xFF) {
             assert_eq!(AethSyndrome::from_byte(byte), AethSyndrome::Reserved(byte));
         }
-        assert_eq!(AethSyndrome::Ack { credits: 32 }.to_byte(), Err(Error::FieldRange));
-        assert_eq!(AethSyndrome::RnrNak { timer: 32 }.to_byte(), Err(Error::FieldRange));
+        assert_eq!(
+            AethSyndrome::Ack { credits: 32 }.to_byte(),
+            Err(Error::FieldRange)
+        );
+        assert_eq!(
+            AethSyndrome::RnrNak { timer: 32 }.to_byte(),
+            Err(Error::FieldRange)
+        );
     }
 
     #[test]
@@ -327,10 +338,19 @@ mod tests {
 
     #[test]
     fn aeth_rejects_short_buffers_and_wide_msn() {
-        assert_eq!(Aeth::new_checked(&[0u8; 3][..]).err(), Some(Error::Truncated));
-        let repr = AethRepr { syndrome: AethSyndrome::Ack { credits: 0 }, msn: 0 };
+        assert_eq!(
+            Aeth::new_checked(&[0u8; 3][..]).err(),
+            Some(Error::Truncated)
+        );
+        let repr = AethRepr {
+            syndrome: AethSyndrome::Ack { credits: 0 },
+            msn: 0,
+        };
         assert_eq!(repr.emit(&mut [0u8; 3]), Err(Error::Truncated));
-        let wide = AethRepr { msn: 0x100_0000, ..repr };
+        let wide = AethRepr {
+            msn: 0x100_0000,
+            ..repr
+        };
         assert_eq!(wide.emit(&mut [0u8; 4]), Err(Error::FieldRange));
     }
 

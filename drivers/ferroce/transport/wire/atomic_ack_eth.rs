@@ -1,4 +1,4 @@
-//! Atomic Acknowledge Extended Transport Header (IBTA 9.5.3), 8 bytes: the
+//! Atomic Acknowledge Extended Transport Header (IBTA vol. 1 ch. 9), 8 bytes: the
 //! original remote data returned by an ATOMIC ACKNOWLEDGE (after the AETH).
 
 use super::field;
@@ -78,7 +78,10 @@ mod tests {
 
     #[test]
     fn atomic_ack_eth_rejects_short_buffers() {
-        assert_eq!(AtomicAckEth::new_checked(&[0u8; 7][..]).err(), Some(Error::Truncated));
+        assert_eq!(
+            AtomicAckEth::new_checked(&[0u8; 7][..]).err(),
+            Some(Error::Truncated)
+        );
         let repr = AtomicAckEthRepr { orig_data: 0 };
         assert_eq!(repr.emit(&mut [0u8; 7]), Err(Error::Truncated));
     }

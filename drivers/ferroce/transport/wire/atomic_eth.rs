@@ -1,4 +1,4 @@
-//! Atomic Extended Transport Header (IBTA 9.3.5), 28 bytes: the operands
+//! Atomic Extended Transport Header (IBTA vol. 1 ch. 9), 28 bytes: the operands
 //! of a CmpSwap or FetchAdd request.
 //!
 //! ```text
@@ -133,8 +133,16 @@ mod tests {
 
     #[test]
     fn atomic_eth_rejects_short_buffers() {
-        assert_eq!(AtomicEth::new_checked(&BYTES[..27]).err(), Some(Error::Truncated));
-        let repr = AtomicEthRepr { va: 0, r_key: 0, swap_add: 0, compare: 0 };
+        assert_eq!(
+            AtomicEth::new_checked(&BYTES[..27]).err(),
+            Some(Error::Truncated)
+        );
+        let repr = AtomicEthRepr {
+            va: 0,
+            r_key: 0,
+            swap_add: 0,
+            compare: 0,
+        };
         assert_eq!(repr.emit(&mut [0u8; 27]), Err(Error::Truncated));
     }
 }

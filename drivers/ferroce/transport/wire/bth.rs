@@ -1,4 +1,4 @@
-//! Base Transport Header (IBTA 9.2), 12 bytes, first in every RoCEv2 packet.
+//! Base Transport Header (IBTA vol. 1 ch. 9), 12 bytes, first in every RoCEv2 packet.
 //!
 //! ```text
 //!  byte 0   | 1                         | 2..3
@@ -282,7 +282,11 @@ impl BthRepr {
         let cn = (if self.fecn { FECN } else { 0 }) | (if self.becn { BECN } else { 0 });
         field::write_u8(bth.bm(), off::BECN_FECN, cn);
         bth.set_dest_qp(self.dest_qp);
-        field::write_u8(bth.bm(), off::ACK_REQ, if self.ack_req { ACK_REQ } else { 0 });
+        field::write_u8(
+            bth.bm(),
+            off::ACK_REQ,
+            if self.ack_req { ACK_REQ } else { 0 },
+        );
         bth.set_psn(self.psn);
         Ok(())
     }
@@ -374,7 +378,10 @@ mod tests {
         assert_eq!(bth.psn(), Psn::new(1));
         assert!(bth.fecn() && bth.becn());
         assert_eq!(bth.rest(), &[0xFF]);
-        assert_eq!(buf[..12], [0xFF, 0x5F, 0xFF, 0xFF, 0xFF, 0xAB, 0xCD, 0xEF, 0xFF, 0, 0, 1]);
+        assert_eq!(
+            buf[..12],
+            [0xFF, 0x5F, 0xFF, 0xFF, 0xFF, 0xAB, 0xCD, 0xEF, 0xFF, 0, 0, 1]
+        );
     }
 
     #[test]
@@ -409,9 +416,15 @@ mod tests {
     #[test]
     fn bth_emit_rejects_out_of_range_fields() {
         let mut buf = [0u8; 12];
-        let bad_pad = BthRepr { pad_count: 4, ..repr() };
+        let bad_pad = BthRepr {
+            pad_count: 4,
+            ..repr()
+        };
         assert_eq!(bad_pad.emit(&mut buf), Err(Error::FieldRange));
-        let bad_qp = BthRepr { dest_qp: 0x100_0000, ..repr() };
+        let bad_qp = BthRepr {
+            dest_qp: 0x100_0000,
+            ..repr()
+        };
         assert_eq!(bad_qp.emit(&mut buf), Err(Error::FieldRange));
     }
 

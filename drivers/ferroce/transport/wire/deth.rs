@@ -1,4 +1,4 @@
-//! Datagram Extended Transport Header (IBTA 9.3.3), 8 bytes, in UD packets.
+//! Datagram Extended Transport Header (IBTA vol. 1 ch. 9), 8 bytes, in UD packets.
 //!
 //! ```text
 //!  0..3    Q_Key
@@ -13,7 +13,7 @@ use super::{Error, Result};
 pub const DETH_LEN: usize = 8;
 
 /// Q_Key bit 31: a controlled Q_Key. In a work request it means "use the
-/// QP's own Q_Key" (IBTA 10.2.5, C10-15); on the wire the responder simply
+/// QP's own Q_Key" (IBTA UD send rules); on the wire the responder simply
 /// compares the full 32 bits.
 pub const QKEY_CONTROLLED: u32 = 0x8000_0000;
 
@@ -115,11 +115,17 @@ mod tests {
 
     #[test]
     fn deth_round_trip() {
-        let repr = DethRepr { q_key: 0x1122_3344, src_qp: 0xAB_CDEF };
+        let repr = DethRepr {
+            q_key: 0x1122_3344,
+            src_qp: 0xAB_CDEF,
+        };
         let mut buf = [0xFFu8; 8];
         repr.emit(&mut buf).unwrap();
         assert_eq!(buf, [0x11, 0x22, 0x33, 0x44, 0x00, 0xAB, 0xCD, 0xEF]);
-        assert_eq!(DethRepr::parse(&Deth::new_checked(&buf[..]).unwrap()), Ok(repr));
+        assert_eq!(
+            DethRepr::parse(&Deth::new_checked(&buf[..]).unwrap()),
+            Ok(repr)
+        );
         let mut deth = Deth::new_checked(&mut buf[..]).unwrap();
         deth.set_resv8(0x5A);
         assert_eq!(deth.resv8(), 0x5A);
@@ -129,9 +135,15 @@ mod tests {
     #[test]
     fn deth_rejects_short_buffers_and_wide_qpn() {
         assert_eq!(Deth::new_checked(&BYTES[..7]).err(), Some(Error::Truncated));
-        let repr = DethRepr { q_key: 0, src_qp: 0x100_0000 };
+        let repr = DethRepr {
+            q_key: 0,
+            src_qp: 0x100_0000,
+        };
         assert_eq!(repr.emit(&mut [0u8; 8]), Err(Error::FieldRange));
-        let ok = DethRepr { q_key: 0, src_qp: 1 };
+        let ok = DethRepr {
+            q_key: 0,
+            src_qp: 1,
+        };
         assert_eq!(ok.emit(&mut [0u8; 7]), Err(Error::Truncated));
     }
 }

@@ -1,4 +1,4 @@
-//! The RoCEv2 invariant CRC (IBTA annex A17.3.3, and 7.8.1 for the CRC).
+//! The RoCEv2 invariant CRC (IBTA annex A17, RoCEv2; the CRC of IBTA 7.8).
 //!
 //! The ICRC is the CRC-32 of IEEE 802.3 (polynomial 0x04C11DB7, reflected,
 //! initial value and final XOR all ones: the CRC of Ethernet's FCS and of
@@ -52,7 +52,11 @@ const fn build_tables() -> [[u32; 256]; 8] {
         let mut crc = i as u32;
         let mut bit = 0;
         while bit < 8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ POLY } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ POLY
+            } else {
+                crc >> 1
+            };
             bit += 1;
         }
         tables[0][i] = crc;
@@ -142,7 +146,11 @@ fn crc32_bitwise(data: &[u8]) -> u32 {
     for &b in data {
         crc ^= u32::from(b);
         for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ POLY } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ POLY
+            } else {
+                crc >> 1
+            };
         }
     }
     !crc
@@ -354,9 +362,7 @@ pub fn fill(packet: &mut [u8]) -> Result<()> {
     let (_, _, end) = layout(packet)?;
     let icrc = split(packet)?.compute_icrc()?;
     let at = end.checked_sub(ICRC_LEN).ok_or(Error::Truncated)?;
-    let dst = packet
-        .get_mut(at..end)
-        .ok_or(Error::Truncated)?;
+    let dst = packet.get_mut(at..end).ok_or(Error::Truncated)?;
     dst.copy_from_slice(&icrc.to_le_bytes());
     Ok(())
 }
@@ -466,8 +472,14 @@ mod tests {
     #[test]
     fn icrc_matches_zlib_ipv6() {
         let transport = check(&RC_SEND_ONLY_ZLIB_IPV6).unwrap();
-        assert_eq!(split(&RC_SEND_ONLY_ZLIB_IPV6).unwrap().version, IpVersion::V6);
-        assert_eq!(super::super::packet::parse(transport).unwrap().payload, b"ferroce!");
+        assert_eq!(
+            split(&RC_SEND_ONLY_ZLIB_IPV6).unwrap().version,
+            IpVersion::V6
+        );
+        assert_eq!(
+            super::super::packet::parse(transport).unwrap().payload,
+            b"ferroce!"
+        );
         let icrc = icrc_ipv6(
             &RC_SEND_ONLY_ZLIB_IPV6[..40],
             &RC_SEND_ONLY_ZLIB_IPV6[40..48],
@@ -510,8 +522,16 @@ mod tests {
                 if structural {
                     continue;
                 }
-                let expected = if masked.contains(&at) { Ok(()) } else { Err(Error::BadIcrc) };
-                assert_eq!(split(&copy).and_then(|p| p.check_icrc()), expected, "offset {at} v6 {v6}");
+                let expected = if masked.contains(&at) {
+                    Ok(())
+                } else {
+                    Err(Error::BadIcrc)
+                };
+                assert_eq!(
+                    split(&copy).and_then(|p| p.check_icrc()),
+                    expected,
+                    "offset {at} v6 {v6}"
+                );
             }
         }
     }
@@ -557,15 +577,29 @@ mod tests {
         let mut p = CNP_CX4LX_IPV4;
         p[25] = 0x17; // UDP length too short for BTH + ICRC
         assert_eq!(check(&p), Err(Error::Truncated));
-        assert_eq!(Icrc::start_ipv4(&[0x45; 19], &[0; 8], &[0; 12]), Err(Error::Truncated));
-        assert_eq!(Icrc::start_ipv6(&[0x60; 40], &[0; 7], &[0; 12]), Err(Error::Truncated));
-        assert_eq!(Icrc::start_ipv6(&[0x40; 40], &[0; 8], &[0; 12]), Err(Error::BadIp));
-        assert_eq!(icrc_ipv4(&CNP_CX4LX_IPV4[..20], &CNP_CX4LX_IPV4[20..28], &[0; 11]), Err(Error::Truncated));
+        assert_eq!(
+            Icrc::start_ipv4(&[0x45; 19], &[0; 8], &[0; 12]),
+            Err(Error::Truncated)
+        );
+        assert_eq!(
+            Icrc::start_ipv6(&[0x60; 40], &[0; 7], &[0; 12]),
+            Err(Error::Truncated)
+        );
+        assert_eq!(
+            Icrc::start_ipv6(&[0x40; 40], &[0; 8], &[0; 12]),
+            Err(Error::BadIp)
+        );
+        assert_eq!(
+            icrc_ipv4(&CNP_CX4LX_IPV4[..20], &CNP_CX4LX_IPV4[20..28], &[0; 11]),
+            Err(Error::Truncated)
+        );
     }
 
     #[test]
     fn crc32_slicing_matches_bitwise_for_all_lengths_and_splits() {
-        let data: std::vec::Vec<u8> = (0..300u32).map(|i| (i.wrapping_mul(167) ^ (i >> 3)) as u8).collect();
+        let data: std::vec::Vec<u8> = (0..300u32)
+            .map(|i| (i.wrapping_mul(167) ^ (i >> 3)) as u8)
+            .collect();
         for len in 0..data.len() {
             let expected = crc32_bitwise(&data[..len]);
             assert_eq!(crc32(&data[..len]), expected, "len {len}");

@@ -1,4 +1,4 @@
-//! Invalidate Extended Transport Header (IBTA 9.3.7), 4 bytes, carried by
+//! Invalidate Extended Transport Header (IBTA vol. 1 ch. 9), 4 bytes, carried by
 //! SEND LAST/ONLY WITH INVALIDATE: the R_Key the responder invalidates.
 
 use super::field;
@@ -48,7 +48,9 @@ impl IethRepr {
     pub const LEN: usize = IETH_LEN;
 
     pub fn parse<T: AsRef<[u8]>>(ieth: &Ieth<T>) -> Result<IethRepr> {
-        Ok(IethRepr { r_key: ieth.r_key() })
+        Ok(IethRepr {
+            r_key: ieth.r_key(),
+        })
     }
 
     /// Writes the IETH into the first [`IETH_LEN`] bytes of `buf`.
@@ -75,7 +77,13 @@ mod tests {
 
     #[test]
     fn ieth_rejects_short_buffers() {
-        assert_eq!(Ieth::new_checked(&[0u8; 3][..]).err(), Some(Error::Truncated));
-        assert_eq!(IethRepr { r_key: 1 }.emit(&mut [0u8; 3]), Err(Error::Truncated));
+        assert_eq!(
+            Ieth::new_checked(&[0u8; 3][..]).err(),
+            Some(Error::Truncated)
+        );
+        assert_eq!(
+            IethRepr { r_key: 1 }.emit(&mut [0u8; 3]),
+            Err(Error::Truncated)
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! Immediate Data extended header (IBTA 9.3.6), 4 bytes, carried by the
+//! Immediate Data extended header (IBTA vol. 1 ch. 9), 4 bytes, carried by the
 //! SEND / RDMA WRITE ... WITH IMMEDIATE opcodes.
 //!
 //! The value is opaque to the transport: it is delivered to the receiver's
@@ -80,7 +80,13 @@ mod tests {
 
     #[test]
     fn immdt_rejects_short_buffers() {
-        assert_eq!(ImmDt::new_checked(&[0u8; 3][..]).err(), Some(Error::Truncated));
-        assert_eq!(ImmDtRepr { imm: 1 }.emit(&mut [0u8; 3]), Err(Error::Truncated));
+        assert_eq!(
+            ImmDt::new_checked(&[0u8; 3][..]).err(),
+            Some(Error::Truncated)
+        );
+        assert_eq!(
+            ImmDtRepr { imm: 1 }.emit(&mut [0u8; 3]),
+            Err(Error::Truncated)
+        );
     }
 }

@@ -60,7 +60,7 @@ pub use reth::{Reth, RethRepr};
 /// Why a buffer was rejected by the wire layer.
 ///
 /// Every variant is a reason to silently drop a received packet (IBTA
-/// C9-... header validation); the caller decides which counter to bump.
+/// header validation); the caller decides which counter to bump.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Error {
     /// The buffer is shorter than the header (or headers) it must hold.

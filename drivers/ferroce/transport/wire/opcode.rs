@@ -1,4 +1,4 @@
-//! The BTH opcode table (IBTA 9.2, tables 35-38; RoCEv2 annex A17 for CNP).
+//! The BTH opcode table (IBTA vol. 1 ch. 9; RoCEv2 annex A17 for CNP).
 //!
 //! Bits 7:5 of the opcode select the transport (000 RC, 001 UC, 010 RD,
 //! 011 UD, 100 CNP, 101 XRC, 11x manufacturer specific), bits 4:0 the
@@ -197,7 +197,9 @@ impl ExtHeaders {
 
     /// The headers of the set, in wire order.
     pub fn iter(self) -> impl Iterator<Item = ExtHeader> {
-        ExtHeader::ALL.into_iter().filter(move |h| self.contains(*h))
+        ExtHeader::ALL
+            .into_iter()
+            .filter(move |h| self.contains(*h))
     }
 
     /// Total length in bytes of the headers of the set (at most 88).
@@ -301,10 +303,7 @@ impl OpcodeInfo {
 
     /// Atomic request (CmpSwap, FetchAdd).
     pub const fn is_atomic(&self) -> bool {
-        matches!(
-            self.operation,
-            Operation::CompareSwap | Operation::FetchAdd
-        )
+        matches!(self.operation, Operation::CompareSwap | Operation::FetchAdd)
     }
 
     /// FIRST or ONLY: starts a message.
@@ -361,7 +360,7 @@ const AETH: ExtHeaders = NONE.with(ExtHeader::Aeth);
 const IMM: ExtHeaders = NONE.with(ExtHeader::ImmDt);
 const IETH: ExtHeaders = NONE.with(ExtHeader::Ieth);
 
-/// The RC/UC operations that share their low five bits (IBTA table 35).
+/// The RC/UC operations that share their low five bits (IBTA opcode table).
 const fn connected(code: u8, t: Transport, opcode: u8) -> Result<OpcodeInfo> {
     use Operation::*;
     use Position::*;
@@ -392,7 +391,13 @@ const fn connected(code: u8, t: Transport, opcode: u8) -> Result<OpcodeInfo> {
             Only,
             AETH.with(ExtHeader::AtomicAckEth),
         ),
-        0x13 if rc => entry(opcode, t, CompareSwap, Only, NONE.with(ExtHeader::AtomicEth)),
+        0x13 if rc => entry(
+            opcode,
+            t,
+            CompareSwap,
+            Only,
+            NONE.with(ExtHeader::AtomicEth),
+        ),
         0x14 if rc => entry(opcode, t, FetchAdd, Only, NONE.with(ExtHeader::AtomicEth)),
         0x16 if rc => entry(opcode, t, Send, Last, IETH),
         0x17 if rc => entry(opcode, t, Send, Only, IETH),
@@ -409,7 +414,13 @@ const fn lookup(opcode: u8) -> Result<OpcodeInfo> {
         0b000 => connected(code, Transport::Rc, opcode),
         0b001 => connected(code, Transport::Uc, opcode),
         0b011 => match code {
-            0x04 => Ok(entry(opcode, Transport::Ud, Operation::Send, Position::Only, DETH)),
+            0x04 => Ok(entry(
+                opcode,
+                Transport::Ud,
+                Operation::Send,
+                Position::Only,
+                DETH,
+            )),
             0x05 => Ok(entry(
                 opcode,
                 Transport::Ud,
@@ -445,7 +456,16 @@ mod tests {
     /// One row of the IBTA opcode tables, written out independently of
     /// `lookup`: opcode, transport, operation, position, extension headers
     /// in wire order, payload, consumes a receive WQE, completes one.
-    type Row = (u8, Transport, Operation, Position, &'static [ExtHeader], bool, bool, bool);
+    type Row = (
+        u8,
+        Transport,
+        Operation,
+        Position,
+        &'static [ExtHeader],
+        bool,
+        bool,
+        bool,
+    );
 
     #[rustfmt::skip]
     const IBTA: &[Row] = &[
@@ -530,17 +550,33 @@ mod tests {
                 }
             }
             // Request/response classification.
-            let request = matches!(operation, Send | RdmaWrite | RdmaReadRequest | CompareSwap | FetchAdd);
-            let response = matches!(operation, RdmaReadResponse | Acknowledge | AtomicAcknowledge);
+            let request = matches!(
+                operation,
+                Send | RdmaWrite | RdmaReadRequest | CompareSwap | FetchAdd
+            );
+            let response = matches!(
+                operation,
+                RdmaReadResponse | Acknowledge | AtomicAcknowledge
+            );
             assert_eq!(info.is_request(), request, "{op:#x}");
             assert_eq!(info.is_response(), response, "{op:#x}");
-            assert_eq!(info.expects_response(), request && transport == Rc, "{op:#x}");
+            assert_eq!(
+                info.expects_response(),
+                request && transport == Rc,
+                "{op:#x}"
+            );
             assert_eq!(info.is_first(), matches!(position, First | Only));
             assert_eq!(info.is_last(), matches!(position, Last | Only));
             assert_eq!(info.is_send(), operation == Send);
             assert_eq!(info.is_rdma_write(), operation == RdmaWrite);
-            assert_eq!(info.is_rdma_read(), matches!(operation, RdmaReadRequest | RdmaReadResponse));
-            assert_eq!(info.is_atomic(), matches!(operation, CompareSwap | FetchAdd));
+            assert_eq!(
+                info.is_rdma_read(),
+                matches!(operation, RdmaReadRequest | RdmaReadResponse)
+            );
+            assert_eq!(
+                info.is_atomic(),
+                matches!(operation, CompareSwap | FetchAdd)
+            );
         }
     }
 
@@ -596,7 +632,9 @@ mod tests {
         assert_eq!(set.len(), 20);
         assert_eq!(ExtHeaders::NONE.len(), 0);
         assert!(set.iter().eq([Reth, ImmDt]));
-        let all = ExtHeader::ALL.iter().fold(ExtHeaders::NONE, |s, h| s.with(*h));
+        let all = ExtHeader::ALL
+            .iter()
+            .fold(ExtHeaders::NONE, |s, h| s.with(*h));
         assert_eq!(all.len(), 88);
         for h in ExtHeader::ALL {
             assert_eq!(h.size(), size(h));

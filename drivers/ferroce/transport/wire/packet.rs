@@ -2,7 +2,7 @@
 //!
 //! The buffers here start at the BTH and end before the ICRC (RoCEv2 puts
 //! the BTH right after the UDP header; [`super::icrc`] strips and checks the
-//! ICRC). [`parse`] is the receive-side validation of IBTA 9.6 that depends
+//! ICRC). [`parse`] is the receive-side header validation of the IBTA that depends
 //! only on the packet itself (opcode known, TVer 0, headers present, pad and
 //! payload lengths consistent with the opcode and position); checks that
 //! need QP state (P_Key, Q_Key, PSN, PMTU) are the caller's, with helpers
@@ -155,10 +155,10 @@ impl TransportPacket<'_> {
     }
 }
 
-/// The payload-length rules that do not depend on the PMTU (IBTA 9.7.4.1.3
-/// and 9.8.3.2): FIRST and MIDDLE carry a non-empty payload that is a
-/// multiple of 4 (a whole PMTU, so no pad), LAST carries at least one byte,
-/// ONLY anything; opcodes without a payload carry none.
+/// The IBTA payload-length rules that do not depend on the PMTU: FIRST and
+/// MIDDLE carry a non-empty payload that is a multiple of 4 (a whole PMTU,
+/// so no pad), LAST carries at least one byte, ONLY anything; opcodes
+/// without a payload carry none.
 fn check_payload_len(info: &OpcodeInfo, payload_len: usize) -> Result<()> {
     let ok = if !info.payload {
         payload_len == 0
@@ -176,9 +176,9 @@ fn check_payload_len(info: &OpcodeInfo, payload_len: usize) -> Result<()> {
     }
 }
 
-/// The PMTU rule for a packet at `position` carrying `payload_len` bytes
-/// (IBTA C9-... / rdma_rxe `check_length`): FIRST and MIDDLE exactly
-/// `pmtu`, LAST 1..=`pmtu`, ONLY 0..=`pmtu`. [`Error::PmtuViolation`]
+/// The IBTA PMTU rule for a packet at `position` carrying `payload_len`
+/// bytes (as rdma_rxe's `check_length` applies it): FIRST and MIDDLE
+/// exactly `pmtu`, LAST 1..=`pmtu`, ONLY 0..=`pmtu`. [`Error::PmtuViolation`]
 /// otherwise. Apply it to payload-carrying opcodes (others are ONLY with an
 /// empty payload, which always passes).
 pub fn check_pmtu(position: Position, payload_len: usize, pmtu: usize) -> Result<()> {
@@ -195,7 +195,10 @@ pub fn check_pmtu(position: Position, payload_len: usize, pmtu: usize) -> Result
 }
 
 fn ext<'a>(buf: &'a [u8], info: &OpcodeInfo, header: ExtHeader) -> Result<&'a [u8]> {
-    let at = info.headers.offset_of(header).ok_or(Error::HeaderMismatch)?;
+    let at = info
+        .headers
+        .offset_of(header)
+        .ok_or(Error::HeaderMismatch)?;
     buf.get(at..).ok_or(Error::Truncated)
 }
 
@@ -271,7 +274,9 @@ pub fn emit(headers: &Headers, payload: &[u8], buf: &mut [u8]) -> Result<usize> 
     let mut h = *headers;
     h.bth.pad_count = pad_count(payload.len());
     let header_len = h.emit(out)?;
-    let (_, rest) = out.split_at_mut_checked(header_len).ok_or(Error::Truncated)?;
+    let (_, rest) = out
+        .split_at_mut_checked(header_len)
+        .ok_or(Error::Truncated)?;
     let (data, pad) = rest
         .split_at_mut_checked(payload.len())
         .ok_or(Error::Truncated)?;
@@ -318,7 +323,10 @@ mod tests {
         assert_eq!(pkt.psn(), Psn::ZERO);
         assert_eq!(
             pkt.headers.deth,
-            Some(DethRepr { q_key: 0x1111_1111, src_qp: 0x12 })
+            Some(DethRepr {
+                q_key: 0x1111_1111,
+                src_qp: 0x12
+            })
         );
         assert_eq!(pkt.payload, b"abc");
         let mut out = [0xAAu8; 32];
@@ -374,7 +382,10 @@ mod tests {
         assert_eq!(parse(&buf[..16]), Err(Error::BadLength));
         // An ACK cannot carry data.
         let mut ack = Headers::new(bth(Opcode::RC_ACKNOWLEDGE));
-        ack.aeth = Some(AethRepr { syndrome: AethSyndrome::Ack { credits: 1 }, msn: 5 });
+        ack.aeth = Some(AethRepr {
+            syndrome: AethSyndrome::Ack { credits: 1 },
+            msn: 5,
+        });
         assert_eq!(emit(&ack, &[1], &mut buf), Err(Error::BadLength));
         assert_eq!(emit(&ack, &[], &mut buf), Ok(16));
         assert!(parse(&buf[..16]).is_ok());
@@ -388,7 +399,10 @@ mod tests {
         let mut buf = [0u8; 64];
         let mut h = Headers::new(bth(Opcode::UD_SEND_ONLY));
         assert_eq!(emit(&h, &[], &mut buf), Err(Error::HeaderMismatch));
-        h.deth = Some(DethRepr { q_key: 1, src_qp: 2 });
+        h.deth = Some(DethRepr {
+            q_key: 1,
+            src_qp: 2,
+        });
         h.immdt = Some(ImmDtRepr { imm: 3 });
         assert_eq!(emit(&h, &[], &mut buf), Err(Error::HeaderMismatch));
         h.bth.opcode = Opcode::UD_SEND_ONLY_WITH_IMMEDIATE;
@@ -423,7 +437,12 @@ mod tests {
         assert_eq!(check_pmtu(Only, 0, 256), Ok(()));
         assert_eq!(check_pmtu(Only, 257, 256), Err(Error::PmtuViolation));
         let mut buf = [0u8; 16];
-        emit(&Headers::new(bth(Opcode::RC_SEND_ONLY)), &[1, 2, 3, 4], &mut buf).unwrap();
+        emit(
+            &Headers::new(bth(Opcode::RC_SEND_ONLY)),
+            &[1, 2, 3, 4],
+            &mut buf,
+        )
+        .unwrap();
         let pkt = parse(&buf).unwrap();
         assert_eq!(pkt.check_pmtu(256), Ok(()));
         assert_eq!(pkt.check_pmtu(3), Err(Error::PmtuViolation));

@@ -1,4 +1,4 @@
-//! Partition keys (IBTA 10.9).
+//! Partition keys (IBTA partitioning).
 //!
 //! Bit 15 is the membership type (1 full, 0 limited); bits 14:0 are the
 //! partition base. Two P_Keys match when their bases are equal and at least

@@ -1,4 +1,4 @@
-//! Packet sequence numbers: 24-bit serial arithmetic (IBTA 9.7.1).
+//! Packet sequence numbers: 24-bit serial arithmetic (IBTA ch. 9).
 //!
 //! PSNs wrap at 2^24. Two PSNs are compared inside a half window of 2^23:
 //! `b` is *ahead of* `a` when `(b - a) mod 2^24` lies in `1..2^23`, and

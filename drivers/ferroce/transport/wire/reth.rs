@@ -1,4 +1,4 @@
-//! RDMA Extended Transport Header (IBTA 9.3.4), 16 bytes: the remote
+//! RDMA Extended Transport Header (IBTA vol. 1 ch. 9), 16 bytes: the remote
 //! buffer of an RDMA WRITE (FIRST/ONLY) or RDMA READ request.
 //!
 //! ```text
@@ -118,8 +118,15 @@ mod tests {
 
     #[test]
     fn reth_rejects_short_buffers() {
-        assert_eq!(Reth::new_checked(&BYTES[..15]).err(), Some(Error::Truncated));
-        let repr = RethRepr { va: 0, r_key: 0, dma_len: 0 };
+        assert_eq!(
+            Reth::new_checked(&BYTES[..15]).err(),
+            Some(Error::Truncated)
+        );
+        let repr = RethRepr {
+            va: 0,
+            r_key: 0,
+            dma_len: 0,
+        };
         assert_eq!(repr.emit(&mut [0u8; 15]), Err(Error::Truncated));
     }
 }
