@@ -10,10 +10,15 @@
 //!   outside `#[cfg(test)]`: every fallible step returns a value the caller handles;
 //! - no `unsafe`.
 
+pub mod engine;
 pub mod error;
 pub mod memory;
+pub mod pkt;
 pub mod qp;
+pub mod rc;
 pub mod ring;
+pub mod sg;
+pub mod ud;
 pub mod verbs;
 
 pub mod wire;

@@ -276,7 +276,7 @@ impl SendWqe {
             return Some(8);
         }
         if self.is_inline() {
-            return u32::try_from(self.inline_len).ok();
+            return Some(u32::from(self.inline_len));
         }
         self.sges()
             .iter()

@@ -1,0 +1,565 @@
+//! One queue pair: the object the kernel glue drives.
+//!
+//! A [`Qp`] owns its send and receive queues (fixed-capacity rings over
+//! caller storage) and the requester, responder and completer state of its
+//! transport. Every entry point takes what it needs as arguments (memory,
+//! `now`, a transmit buffer) and returns what happened; nothing blocks,
+//! allocates or reads a clock.
+//!
+//! The glue's loop, per QP:
+//! - verbs: [`Qp::modify`], [`Qp::post_send`], [`Qp::post_recv`];
+//! - a packet for this QP arrived: [`Qp::receive`];
+//! - the device may transmit: [`Qp::poll_transmit`] until `None`;
+//! - time passed [`Qp::next_deadline`]: [`Qp::on_timer`];
+//! - after any of the above: [`Qp::poll_send_cq`] / [`Qp::poll_recv_cq`]
+//!   until `None`, moving completions to the CQs.
+
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::arithmetic_side_effects
+    )
+)]
+
+use super::error::Error;
+use super::memory::Memory;
+use super::pkt;
+use super::qp::{mask, modify_is_ok, QpAttr, QpState, QpType, MAX_RD_ATOMIC};
+use super::rc::completer::CompState;
+use super::rc::requester::ReqState;
+use super::rc::responder::RespState;
+use super::ring::{Ring, Storage};
+use super::verbs::{send_flags, Cqe, RecvWqe, SendWqe, WcOpcode, WcStatus, WrOpcode, GRH_LEN, MAX_INLINE, MAX_SGE};
+use super::wire::Psn;
+
+/// A send queue slot: the work request and its progress.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SendSlot {
+    pub(super) wqe: SendWqe,
+    /// `Some` once the request completed (successfully or not).
+    pub(super) status: Option<WcStatus>,
+    /// Vendor error for the completion (the NAK syndrome).
+    pub(super) vendor_err: u32,
+    /// Whether the requester started it (PSNs assigned).
+    pub(super) started: bool,
+    /// PSN of its first packet.
+    pub(super) first_psn: Psn,
+    /// PSNs it uses: packets of a SEND/WRITE, response packets of a READ,
+    /// 1 for an atomic.
+    pub(super) npkts: u32,
+    /// Message length.
+    pub(super) len: u32,
+    /// READ: response packets received in order.
+    pub(super) resp_pkts: u32,
+}
+
+impl SendSlot {
+    /// PSN of the last packet.
+    pub(super) fn last_psn(&self) -> Psn {
+        self.first_psn.wrapping_add(self.npkts.saturating_sub(1))
+    }
+}
+
+/// A receive queue slot: the work request and, once used, its completion.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecvSlot {
+    pub(super) wqe: RecvWqe,
+    pub(super) cqe: Option<Cqe>,
+}
+
+/// Parameters fixed at QP creation.
+#[derive(Clone, Copy, Debug)]
+pub struct QpConfig {
+    /// QP number (24 bits).
+    pub qpn: u32,
+    /// Transport service.
+    pub qp_type: QpType,
+    /// Protection domain handle; memory must belong to it.
+    pub pd: u32,
+    /// `IBV_SIGNAL_ALL_WR`: every send request completes with a CQE.
+    pub sq_sig_all: bool,
+}
+
+/// Where a transmitted packet goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// Bytes written to the buffer: BTH through payload and pad. The caller
+    /// appends the ICRC and wraps it in UDP/IP.
+    pub len: usize,
+    /// Address handle: the WR's `ah` on UD, the QP's primary path on RC.
+    pub ah: u32,
+    /// Destination QPN (also in the BTH).
+    pub dest_qpn: u32,
+}
+
+/// Network header of a received packet, from which verbs' 40 GRH bytes are
+/// made.
+#[derive(Clone, Copy, Debug)]
+pub enum NetHeader<'a> {
+    /// The 40 bytes to place in front of a UD receive buffer, as is.
+    Grh(&'a [u8; GRH_LEN]),
+    /// The packet's IPv4 header: RoCEv2 places its first 20 bytes in the
+    /// last 20 of the GRH space, the first 20 are zero.
+    Ipv4(&'a [u8]),
+    /// The packet's IPv6 header: its 40 bytes form the GRH.
+    Ipv6(&'a [u8]),
+}
+
+impl NetHeader<'_> {
+    /// The RoCEv2 pseudo-GRH.
+    pub fn grh(&self) -> [u8; GRH_LEN] {
+        let mut g = [0u8; GRH_LEN];
+        match self {
+            NetHeader::Grh(b) => g = **b,
+            NetHeader::Ipv4(h) => {
+                if let (Some(dst), Some(src)) = (g.get_mut(20..), h.get(..20)) {
+                    dst.copy_from_slice(src);
+                }
+            }
+            NetHeader::Ipv6(h) => {
+                if let Some(src) = h.get(..GRH_LEN) {
+                    g.copy_from_slice(src);
+                }
+            }
+        }
+        g
+    }
+}
+
+/// What a received packet led to, for the caller's counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxOutcome {
+    /// Processed (including duplicates answered without re-execution).
+    Accepted,
+    /// Silently dropped (bad header, wrong QP state, Q_Key or P_Key
+    /// mismatch, no receive WQE on UD, length error on UD, ...).
+    Dropped,
+    /// Answered with a NAK (sequence error, RNR, or a fatal NAK).
+    Nak,
+}
+
+/// A queue pair over send storage `S` and receive storage `R`.
+pub struct Qp<S, R> {
+    pub(super) qpn: u32,
+    pub(super) ty: QpType,
+    pub(super) pd: u32,
+    pub(super) sq_sig_all: bool,
+    pub(super) state: QpState,
+    pub(super) attr: QpAttr,
+    /// The P_Key value of `attr.pkey_index` (the glue owns the table).
+    pub(super) pkey: u16,
+    pub(super) sq: Ring<SendSlot, S>,
+    /// Sequence number of `sq` entry 0.
+    pub(super) sq_head: u64,
+    pub(super) rq: Ring<RecvSlot, R>,
+    /// Sequence number of `rq` entry 0.
+    pub(super) rq_head: u64,
+    /// Next receive WQE the responder takes.
+    pub(super) rq_next: u64,
+    pub(super) req: ReqState,
+    pub(super) comp: CompState,
+    pub(super) resp: RespState,
+}
+
+impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
+    /// A QP in RESET over the given queue storage (its length is the queue
+    /// depth; contents are ignored).
+    pub fn new(cfg: QpConfig, sq: S, rq: R) -> Self {
+        Self {
+            qpn: cfg.qpn & 0xff_ffff,
+            ty: cfg.qp_type,
+            pd: cfg.pd,
+            sq_sig_all: cfg.sq_sig_all,
+            state: QpState::Reset,
+            attr: QpAttr::default(),
+            pkey: 0xffff,
+            sq: Ring::new(sq),
+            sq_head: 0,
+            rq: Ring::new(rq),
+            rq_head: 0,
+            rq_next: 0,
+            req: ReqState::default(),
+            comp: CompState::default(),
+            resp: RespState::default(),
+        }
+    }
+
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    /// The transport service.
+    pub fn qp_type(&self) -> QpType {
+        self.ty
+    }
+
+    /// Current state (changes by Modify QP and by errors).
+    pub fn state(&self) -> QpState {
+        self.state
+    }
+
+    /// Current attributes (`ibv_query_qp`).
+    pub fn attr(&self) -> QpAttr {
+        let mut a = self.attr;
+        a.qp_state = self.state;
+        a.cur_qp_state = self.state;
+        a
+    }
+
+    /// Sets the P_Key value the QP sends and accepts, resolved by the glue
+    /// from `pkey_index` and the port's P_Key table.
+    pub fn set_pkey(&mut self, pkey: u16) {
+        self.pkey = pkey;
+    }
+
+    /// Path MTU in bytes.
+    pub(super) fn pmtu(&self) -> u32 {
+        self.attr.path_mtu.bytes()
+    }
+
+    /// Modify QP: checks `mask` against the transition table and the value
+    /// ranges, then applies it. Errors leave the QP unchanged.
+    pub fn modify(&mut self, attr: &QpAttr, attr_mask: u32) -> Result<(), Error> {
+        let cur = self.state;
+        let next = if attr_mask & mask::STATE != 0 { attr.qp_state } else { cur };
+        modify_is_ok(self.ty, cur, next, attr_mask)?;
+        if attr_mask & mask::CUR_STATE != 0 && attr.cur_qp_state != cur {
+            return Err(Error::Invalid);
+        }
+        attr.validate(attr_mask)?;
+        let a = &mut self.attr;
+        let m = |bit: u32| attr_mask & bit != 0;
+        if m(mask::ACCESS_FLAGS) {
+            a.qp_access_flags = attr.qp_access_flags;
+        }
+        if m(mask::PKEY_INDEX) {
+            a.pkey_index = attr.pkey_index;
+        }
+        if m(mask::PORT) {
+            a.port_num = attr.port_num;
+        }
+        if m(mask::QKEY) {
+            a.qkey = attr.qkey;
+        }
+        if m(mask::AV) {
+            a.ah = attr.ah;
+        }
+        if m(mask::PATH_MTU) {
+            a.path_mtu = attr.path_mtu;
+        }
+        if m(mask::TIMEOUT) {
+            a.timeout = attr.timeout;
+        }
+        if m(mask::RETRY_CNT) {
+            a.retry_cnt = attr.retry_cnt;
+            self.comp.retry_left = attr.retry_cnt;
+        }
+        if m(mask::RNR_RETRY) {
+            a.rnr_retry = attr.rnr_retry;
+            self.comp.rnr_left = attr.rnr_retry;
+        }
+        if m(mask::RQ_PSN) {
+            a.rq_psn = attr.rq_psn;
+            self.resp.epsn = Psn::new(attr.rq_psn);
+        }
+        if m(mask::SQ_PSN) {
+            a.sq_psn = attr.sq_psn;
+            let p = Psn::new(attr.sq_psn);
+            self.req.next_psn = p;
+            self.req.psn_hi = p;
+            self.comp.una = p;
+        }
+        if m(mask::DEST_QPN) {
+            a.dest_qp_num = attr.dest_qp_num;
+        }
+        if m(mask::MIN_RNR_TIMER) {
+            a.min_rnr_timer = attr.min_rnr_timer;
+        }
+        if m(mask::MAX_QP_RD_ATOMIC) {
+            a.max_rd_atomic = attr.max_rd_atomic;
+        }
+        if m(mask::MAX_DEST_RD_ATOMIC) {
+            a.max_dest_rd_atomic = attr.max_dest_rd_atomic.min(MAX_RD_ATOMIC);
+        }
+        if m(mask::EN_SQD_ASYNC_NOTIFY) {
+            a.en_sqd_async_notify = attr.en_sqd_async_notify;
+        }
+        match next {
+            QpState::Reset => self.reset(),
+            QpState::Err => self.enter_error(),
+            QpState::Sqe => {}
+            _ => self.state = next,
+        }
+        Ok(())
+    }
+
+    /// Back to RESET: queues emptied without completions, transport state
+    /// cleared; attributes keep their values until set again.
+    fn reset(&mut self) {
+        self.state = QpState::Reset;
+        self.sq.clear();
+        self.rq.clear();
+        self.sq_head = 0;
+        self.rq_head = 0;
+        self.rq_next = 0;
+        self.req = ReqState::default();
+        self.comp = CompState::default();
+        self.resp = RespState::default();
+    }
+
+    /// Enters ERR: every outstanding work request completes with
+    /// `WR_FLUSH_ERR` (IBTA 10.3.1: the Error state flushes both queues).
+    pub(super) fn enter_error(&mut self) {
+        self.state = QpState::Err;
+        self.flush_sq();
+        self.flush_rq();
+        self.comp.ack_deadline = None;
+        self.comp.rnr_until = None;
+    }
+
+    /// Enters SQE (UD send-side error): the send queue is flushed, the
+    /// receive side keeps running.
+    pub(super) fn enter_sq_error(&mut self) {
+        self.state = QpState::Sqe;
+        self.flush_sq();
+    }
+
+    fn flush_sq(&mut self) {
+        for i in 0..self.sq.len() {
+            if let Some(s) = self.sq.get_mut(i) {
+                if s.status.is_none() {
+                    s.status = Some(WcStatus::WrFlushErr);
+                }
+            }
+        }
+        let end = self.sq_end();
+        self.req.req_seq = end;
+        self.req.sent_seq = end;
+        self.comp.comp_seq = end;
+        self.req.req_off = 0;
+        self.req.rd_atomic = 0;
+    }
+
+    fn flush_rq(&mut self) {
+        let qpn = self.qpn;
+        for i in 0..self.rq.len() {
+            if let Some(s) = self.rq.get_mut(i) {
+                if s.cqe.is_none() {
+                    s.cqe = Some(Cqe {
+                        wr_id: s.wqe.wr_id,
+                        status: WcStatus::WrFlushErr,
+                        opcode: WcOpcode::Recv,
+                        qp_num: qpn,
+                        ..Cqe::default()
+                    });
+                }
+            }
+        }
+        self.rq_next = self.rq_end();
+        self.resp.cur = super::rc::responder::InProgress::None;
+    }
+
+    pub(super) fn sq_end(&self) -> u64 {
+        self.sq_head.saturating_add(self.sq.len() as u64)
+    }
+
+    pub(super) fn rq_end(&self) -> u64 {
+        self.rq_head.saturating_add(self.rq.len() as u64)
+    }
+
+    /// The send slot with sequence number `seq`.
+    pub(super) fn sq_at(&self, seq: u64) -> Option<&SendSlot> {
+        let i = usize::try_from(seq.checked_sub(self.sq_head)?).ok()?;
+        self.sq.get(i)
+    }
+
+    /// The send slot with sequence number `seq`, mutably.
+    pub(super) fn sq_at_mut(&mut self, seq: u64) -> Option<&mut SendSlot> {
+        let i = usize::try_from(seq.checked_sub(self.sq_head)?).ok()?;
+        self.sq.get_mut(i)
+    }
+
+    /// The receive slot with sequence number `seq`, mutably.
+    pub(super) fn rq_at_mut(&mut self, seq: u64) -> Option<&mut RecvSlot> {
+        let i = usize::try_from(seq.checked_sub(self.rq_head)?).ok()?;
+        self.rq.get_mut(i)
+    }
+
+    /// Post Send: queues `wqe`. Refused with `EINVAL` in RESET, INIT and
+    /// RTR, for an opcode the QP type does not support, too many SGEs or
+    /// too much inline data; with `ENOMEM` when the queue is full. In ERR
+    /// and SQE the request is accepted and flushed.
+    pub fn post_send(&mut self, wqe: &SendWqe) -> Result<(), Error> {
+        if !self.state.accepts_send_wr()
+            || usize::from(wqe.num_sge) > MAX_SGE
+            || usize::from(wqe.inline_len) > MAX_INLINE
+            || (wqe.is_inline() && (wqe.opcode.is_atomic() || wqe.opcode == WrOpcode::RdmaRead))
+            || wqe.length().is_none()
+        {
+            return Err(Error::Invalid);
+        }
+        if self.ty == QpType::Ud && !matches!(wqe.opcode, WrOpcode::Send | WrOpcode::SendWithImm) {
+            return Err(Error::Invalid);
+        }
+        let flushed = matches!(self.state, QpState::Err | QpState::Sqe);
+        let slot = SendSlot {
+            wqe: *wqe,
+            status: if flushed { Some(WcStatus::WrFlushErr) } else { None },
+            ..SendSlot::default()
+        };
+        self.sq.push(slot).map_err(|_| Error::QueueFull)?;
+        if flushed {
+            let end = self.sq_end();
+            self.req.req_seq = end;
+            self.req.sent_seq = end;
+            self.comp.comp_seq = end;
+        }
+        Ok(())
+    }
+
+    /// Post Receive: queues `wqe`. `EINVAL` in RESET or with too many SGEs,
+    /// `ENOMEM` when full; flushed at once in ERR.
+    pub fn post_recv(&mut self, wqe: &RecvWqe) -> Result<(), Error> {
+        if !self.state.accepts_recv_wr() || usize::from(wqe.num_sge) > MAX_SGE {
+            return Err(Error::Invalid);
+        }
+        let flushed = self.state == QpState::Err;
+        let cqe = flushed.then_some(Cqe {
+            wr_id: wqe.wr_id,
+            status: WcStatus::WrFlushErr,
+            opcode: WcOpcode::Recv,
+            qp_num: self.qpn,
+            ..Cqe::default()
+        });
+        self.rq.push(RecvSlot { wqe: *wqe, cqe }).map_err(|_| Error::QueueFull)?;
+        if flushed {
+            self.rq_next = self.rq_end();
+        }
+        Ok(())
+    }
+
+    /// Next send completion, in posting order. Successful unsignaled
+    /// requests are retired silently.
+    pub fn poll_send_cq(&mut self) -> Option<Cqe> {
+        loop {
+            let s = *self.sq.get(0)?;
+            let status = s.status?;
+            self.sq.pop();
+            self.sq_head = self.sq_head.saturating_add(1);
+            let signaled = self.sq_sig_all || s.wqe.send_flags & send_flags::SIGNALED != 0;
+            if status != WcStatus::Success || signaled {
+                return Some(Cqe {
+                    wr_id: s.wqe.wr_id,
+                    status,
+                    opcode: s.wqe.opcode.wc_opcode(),
+                    vendor_err: s.vendor_err,
+                    byte_len: if status == WcStatus::Success { s.len } else { 0 },
+                    qp_num: self.qpn,
+                    ..Cqe::default()
+                });
+            }
+        }
+    }
+
+    /// Next receive completion, in posting order.
+    pub fn poll_recv_cq(&mut self) -> Option<Cqe> {
+        let c = self.rq.get(0)?.cqe?;
+        self.rq.pop();
+        self.rq_head = self.rq_head.saturating_add(1);
+        Some(c)
+    }
+
+    /// Work requests on the send queue not yet retired by
+    /// [`Qp::poll_send_cq`].
+    pub fn send_queue_len(&self) -> usize {
+        self.sq.len()
+    }
+
+    /// Work requests on the receive queue not yet retired.
+    pub fn recv_queue_len(&self) -> usize {
+        self.rq.len()
+    }
+
+    /// Whether the send queue has drained: in SQD, the moment the glue may
+    /// raise `IB_EVENT_SQ_DRAINED`.
+    pub fn is_send_idle(&self) -> bool {
+        self.req.req_seq == self.req.sent_seq && self.comp.comp_seq == self.req.sent_seq
+    }
+
+    /// Processes one received packet addressed to this QP: `pkt` is the
+    /// transport packet (BTH through payload and pad, ICRC verified and
+    /// removed), `net` its network header.
+    pub fn receive<M: Memory>(&mut self, now: u64, mem: &mut M, pkt: &[u8], net: NetHeader<'_>) -> RxOutcome {
+        let Some(rx) = pkt::parse(pkt) else {
+            return RxOutcome::Dropped;
+        };
+        if rx.h.dest_qp != self.qpn || !super::wire::PKey(rx.h.pkey).matches(super::wire::PKey(self.pkey)) {
+            return RxOutcome::Dropped;
+        }
+        match self.ty {
+            QpType::Ud => self.ud_receive(mem, &rx, &net),
+            QpType::Rc => {
+                if rx.info.is_response() {
+                    self.complete_response(now, mem, &rx)
+                } else {
+                    self.respond(mem, &rx)
+                }
+            }
+        }
+    }
+
+    /// Writes the next packet this QP wants to send into `buf` (at least
+    /// [`pkt::tx_buffer_len`] of the path MTU; 4096 + 43 always suffices).
+    /// RC responses go before new requests.
+    pub fn poll_transmit<M: Memory>(&mut self, now: u64, mem: &mut M, buf: &mut [u8]) -> Option<Transmit> {
+        match self.ty {
+            QpType::Ud => self.ud_transmit(mem, buf),
+            QpType::Rc => {
+                if let Some(t) = self.resp_transmit(mem, buf) {
+                    return Some(t);
+                }
+                self.req_transmit(now, mem, buf)
+            }
+        }
+    }
+
+    /// The earliest time [`Qp::on_timer`] must run, if any.
+    pub fn next_deadline(&self) -> Option<u64> {
+        match (self.comp.ack_deadline, self.comp.rnr_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Runs expired timers (local ACK timeout, RNR wait).
+    pub fn on_timer(&mut self, now: u64) {
+        if self.ty == QpType::Rc {
+            self.rc_on_timer(now);
+        }
+    }
+
+    /// Completes the send slot `seq` with `status` (and `vendor_err`).
+    pub(super) fn complete_send(&mut self, seq: u64, status: WcStatus, vendor_err: u32) {
+        if let Some(s) = self.sq_at_mut(seq) {
+            if s.status.is_none() {
+                s.status = Some(status);
+                s.vendor_err = vendor_err;
+            }
+        }
+    }
+}
+
+/// Marks the receive completion `cqe` on the slot `seq`.
+pub(super) fn complete_recv<S: Storage<SendSlot>, R: Storage<RecvSlot>>(qp: &mut Qp<S, R>, seq: u64, mut cqe: Cqe) {
+    let qpn = qp.qpn;
+    if let Some(slot) = qp.rq_at_mut(seq) {
+        cqe.wr_id = slot.wqe.wr_id;
+        cqe.qp_num = qpn;
+        slot.cqe = Some(cqe);
+    }
+}

@@ -1,0 +1,326 @@
+//! RC completer: responses to completions.
+//!
+//! ACK coalescing (an ACK covers every earlier PSN), implied NAK (an ACK or
+//! response beyond an unanswered READ or atomic), READ response placement,
+//! atomic results, NAK handling (go-back-N from the NAKed PSN; RNR waits),
+//! the retry and RNR retry counters and the local ACK timer. Every
+//! requester error completes the WQE with its `ibv_wc_status` and moves the
+//! QP to ERR, flushing the rest (IBTA: RC has no SQE state).
+
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::arithmetic_side_effects
+    )
+)]
+
+use super::super::engine::{Qp, RecvSlot, RxOutcome, SendSlot};
+use super::super::memory::Memory;
+use super::super::pkt::Rx;
+use super::super::qp::QpState;
+use super::super::ring::Storage;
+use super::super::sg;
+use super::super::verbs::{WcStatus, WrOpcode};
+use super::super::wire::{AethSyndrome, NakCode, Operation, Psn};
+use super::{ack_timeout_ns, rnr_timer_ns, RNR_RETRY_INFINITE};
+
+/// Completer state.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CompState {
+    /// Oldest WQE not completed.
+    pub(crate) comp_seq: u64,
+    /// First PSN not acknowledged.
+    pub(crate) una: Psn,
+    /// Transport retries left before RETRY_EXC_ERR.
+    pub(crate) retry_left: u8,
+    /// RNR retries left before RNR_RETRY_EXC_ERR (unused when infinite).
+    pub(crate) rnr_left: u8,
+    /// Local ACK timer.
+    pub(crate) ack_deadline: Option<u64>,
+    /// End of an RNR wait: no request is sent before it.
+    pub(crate) rnr_until: Option<u64>,
+    /// PSN the requester went back to after a gap, implied NAK or sequence
+    /// NAK; the same event is not acted on again until progress.
+    pub(crate) rewound_at: Option<Psn>,
+}
+
+/// An ACK reached past a READ or atomic whose response is missing.
+struct ImpliedNak(Psn);
+
+impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
+    /// Completes every WQE wholly covered by an acknowledgement of `psn`
+    /// and all before it. Stops at a READ/atomic still waiting for its
+    /// response: that is an implied NAK, returned with the PSN to resume.
+    fn ack_through(&mut self, now: u64, psn: Psn) -> Result<(), ImpliedNak> {
+        let before = self.comp.una;
+        let mut res = Ok(());
+        while self.comp.comp_seq < self.req.sent_seq {
+            let seq = self.comp.comp_seq;
+            let Some(s) = self.sq_at(seq).copied() else { break };
+            if s.status.is_some() {
+                self.comp.comp_seq = seq.saturating_add(1);
+                continue;
+            }
+            if psn.is_before(s.first_psn) {
+                break;
+            }
+            if s.wqe.opcode.is_read_or_atomic() {
+                // The responder executes in order: an ACK past a READ means
+                // its response packets were lost.
+                res = Err(ImpliedNak(s.first_psn.wrapping_add(s.resp_pkts)));
+                break;
+            }
+            if s.last_psn().is_after(psn) {
+                // Partially acknowledged multi-packet message.
+                if psn.next().is_after(self.comp.una) {
+                    self.comp.una = psn.next();
+                }
+                break;
+            }
+            self.complete_send(seq, WcStatus::Success, 0);
+            self.comp.comp_seq = seq.saturating_add(1);
+            self.comp.una = s.first_psn.wrapping_add(s.npkts);
+        }
+        if self.comp.comp_seq >= self.req.sent_seq {
+            self.comp.una = self.req.psn_hi;
+        }
+        if self.comp.una != before {
+            self.progress(now);
+        }
+        res
+    }
+
+    /// Forward progress: counters reload, the ACK timer restarts, and a
+    /// requester that went back further than needed moves up.
+    fn progress(&mut self, now: u64) {
+        self.comp.retry_left = self.attr.retry_cnt;
+        self.comp.rnr_left = self.attr.rnr_retry;
+        self.comp.rewound_at = None;
+        self.comp.ack_deadline = if self.comp.comp_seq < self.req.sent_seq {
+            ack_timeout_ns(self.attr.timeout).map(|t| now.saturating_add(t))
+        } else {
+            None
+        };
+        if self.req.next_psn.is_before(self.comp.una) {
+            self.seek(self.comp.una);
+        }
+    }
+
+    /// Go back to `psn` unless this very event was already acted on.
+    fn rewind_once(&mut self, psn: Psn) {
+        if self.comp.rewound_at != Some(psn) {
+            self.comp.rewound_at = Some(psn);
+            self.seek(psn);
+        }
+    }
+
+    /// Completes the oldest WQE with `status`, then ERR and flush.
+    fn fail(&mut self, status: WcStatus, vendor_err: u32) {
+        let seq = self.comp.comp_seq;
+        self.complete_send(seq, status, vendor_err);
+        self.enter_error();
+    }
+
+    /// Processes a response packet (ACKNOWLEDGE, READ response, ATOMIC
+    /// ACKNOWLEDGE).
+    pub(crate) fn complete_response<M: Memory>(&mut self, now: u64, mem: &mut M, rx: &Rx<'_>) -> RxOutcome {
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            return RxOutcome::Dropped;
+        }
+        let psn = rx.h.psn;
+        // Only PSNs that were sent can be answered; anything before the
+        // first unacknowledged PSN is a stale duplicate.
+        if !psn.is_before(self.req.psn_hi) || psn.is_before(self.comp.una.prev()) {
+            return RxOutcome::Dropped;
+        }
+        match rx.info.operation {
+            Operation::Acknowledge => {
+                let Some((syndrome, _msn)) = rx.h.aeth else {
+                    return RxOutcome::Dropped;
+                };
+                self.on_acknowledge(now, psn, syndrome)
+            }
+            Operation::RdmaReadResponse => self.on_read_response(now, mem, rx),
+            Operation::AtomicAcknowledge => self.on_atomic_ack(now, mem, rx),
+            _ => RxOutcome::Dropped,
+        }
+    }
+
+    fn on_acknowledge(&mut self, now: u64, psn: Psn, syndrome: AethSyndrome) -> RxOutcome {
+        let vendor = u32::from(syndrome.to_byte().unwrap_or(0));
+        match syndrome {
+            AethSyndrome::Ack { .. } => {
+                if let Err(ImpliedNak(p)) = self.ack_through(now, psn) {
+                    self.rewind_once(p);
+                }
+                RxOutcome::Accepted
+            }
+            AethSyndrome::Nak(NakCode::PsnSequenceError) => {
+                // The responder expects `psn`: all before it arrived.
+                if psn.is_before(self.comp.una) {
+                    return RxOutcome::Dropped;
+                }
+                let implied = self.ack_through(now, psn.prev());
+                let target = match implied {
+                    Err(ImpliedNak(p)) => p,
+                    Ok(()) => psn,
+                };
+                if self.comp.rewound_at == Some(target) {
+                    return RxOutcome::Dropped;
+                }
+                if self.comp.retry_left == 0 {
+                    self.fail(WcStatus::RetryExcErr, vendor);
+                    return RxOutcome::Accepted;
+                }
+                self.comp.retry_left = self.comp.retry_left.saturating_sub(1);
+                self.rewind_once(target);
+                RxOutcome::Accepted
+            }
+            AethSyndrome::RnrNak { timer } => {
+                if psn.is_before(self.comp.una) {
+                    return RxOutcome::Dropped;
+                }
+                if let Err(ImpliedNak(p)) = self.ack_through(now, psn.prev()) {
+                    self.rewind_once(p);
+                    return RxOutcome::Accepted;
+                }
+                if self.comp.rnr_left == 0 {
+                    self.fail(WcStatus::RnrRetryExcErr, vendor);
+                    return RxOutcome::Accepted;
+                }
+                if self.attr.rnr_retry != RNR_RETRY_INFINITE {
+                    self.comp.rnr_left = self.comp.rnr_left.saturating_sub(1);
+                }
+                self.comp.rnr_until = Some(now.saturating_add(rnr_timer_ns(timer)));
+                self.comp.ack_deadline = None;
+                self.seek(psn);
+                RxOutcome::Accepted
+            }
+            AethSyndrome::Nak(code) => {
+                if psn.is_before(self.comp.una) {
+                    return RxOutcome::Dropped;
+                }
+                let _ = self.ack_through(now, psn.prev());
+                let status = match code {
+                    NakCode::InvalidRequest | NakCode::InvalidRdRequest => WcStatus::RemInvReqErr,
+                    NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+                    NakCode::RemoteOperationalError | NakCode::PsnSequenceError => WcStatus::RemOpErr,
+                };
+                self.fail(status, vendor);
+                RxOutcome::Accepted
+            }
+            AethSyndrome::Reserved(_) => RxOutcome::Dropped,
+        }
+    }
+
+    /// The oldest WQE after implicitly acknowledging everything before
+    /// `psn`; `None` (after rewinding) when an earlier READ/atomic is still
+    /// unanswered.
+    fn oldest_after_implicit_ack(&mut self, now: u64, psn: Psn) -> Option<(u64, SendSlot)> {
+        if let Err(ImpliedNak(p)) = self.ack_through(now, psn.prev()) {
+            if p != psn {
+                // A response for a later request overtook a missing one.
+                self.rewind_once(p);
+                return None;
+            }
+        }
+        let seq = self.comp.comp_seq;
+        let s = *self.sq_at(seq)?;
+        (seq < self.req.sent_seq && s.status.is_none()).then_some((seq, s))
+    }
+
+    fn on_read_response<M: Memory>(&mut self, now: u64, mem: &mut M, rx: &Rx<'_>) -> RxOutcome {
+        let psn = rx.h.psn;
+        let Some((seq, s)) = self.oldest_after_implicit_ack(now, psn) else {
+            return RxOutcome::Dropped;
+        };
+        if s.wqe.opcode != WrOpcode::RdmaRead {
+            return RxOutcome::Dropped;
+        }
+        let expected = s.first_psn.wrapping_add(s.resp_pkts);
+        if psn != expected {
+            if psn.is_after(expected) && psn.in_range(s.first_psn, s.npkts) {
+                // A response packet went missing: re-request from it.
+                self.rewind_once(expected);
+            }
+            return RxOutcome::Dropped;
+        }
+        let pmtu = self.pmtu();
+        let off = s.resp_pkts.saturating_mul(pmtu);
+        let want = s.len.saturating_sub(off).min(pmtu);
+        let is_last = s.resp_pkts.saturating_add(1) >= s.npkts;
+        // Positions are relative to the (possibly re-issued) request, so
+        // only "ends the message or not" and the length are checked.
+        if rx.info.is_last() != is_last || rx.payload.len() != want as usize {
+            return RxOutcome::Dropped;
+        }
+        if sg::scatter(mem, self.pd, s.wqe.sges(), u64::from(off), rx.payload).is_err() {
+            self.fail(WcStatus::LocProtErr, 0);
+            return RxOutcome::Accepted;
+        }
+        if let Some(slot) = self.sq_at_mut(seq) {
+            slot.resp_pkts = slot.resp_pkts.saturating_add(1);
+        }
+        self.comp.una = psn.next();
+        if is_last {
+            self.complete_send(seq, WcStatus::Success, 0);
+            self.comp.comp_seq = seq.saturating_add(1);
+            self.req.rd_atomic = self.req.rd_atomic.saturating_sub(1);
+            if self.comp.comp_seq >= self.req.sent_seq {
+                self.comp.una = self.req.psn_hi;
+            }
+        }
+        self.progress(now);
+        RxOutcome::Accepted
+    }
+
+    fn on_atomic_ack<M: Memory>(&mut self, now: u64, mem: &mut M, rx: &Rx<'_>) -> RxOutcome {
+        let psn = rx.h.psn;
+        let Some(orig) = rx.h.atomic_ack else {
+            return RxOutcome::Dropped;
+        };
+        let Some((seq, s)) = self.oldest_after_implicit_ack(now, psn) else {
+            return RxOutcome::Dropped;
+        };
+        if !s.wqe.opcode.is_atomic() || s.first_psn != psn {
+            return RxOutcome::Dropped;
+        }
+        if sg::scatter(mem, self.pd, s.wqe.sges(), 0, &orig.to_ne_bytes()).is_err() {
+            self.fail(WcStatus::LocProtErr, 0);
+            return RxOutcome::Accepted;
+        }
+        self.complete_send(seq, WcStatus::Success, 0);
+        self.comp.comp_seq = seq.saturating_add(1);
+        self.req.rd_atomic = self.req.rd_atomic.saturating_sub(1);
+        self.comp.una = if self.comp.comp_seq >= self.req.sent_seq { self.req.psn_hi } else { psn.next() };
+        self.progress(now);
+        RxOutcome::Accepted
+    }
+
+    /// Local ACK timeout and RNR wait expiry.
+    pub(crate) fn rc_on_timer(&mut self, now: u64) {
+        if self.comp.rnr_until.is_some_and(|t| now >= t) {
+            self.comp.rnr_until = None;
+        }
+        let Some(d) = self.comp.ack_deadline else { return };
+        if now < d || !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            return;
+        }
+        if self.comp.comp_seq >= self.req.sent_seq {
+            self.comp.ack_deadline = None;
+            return;
+        }
+        if self.comp.retry_left == 0 {
+            self.fail(WcStatus::RetryExcErr, 0);
+            return;
+        }
+        self.comp.retry_left = self.comp.retry_left.saturating_sub(1);
+        self.comp.rewound_at = Some(self.comp.una);
+        self.seek(self.comp.una);
+        self.comp.ack_deadline = ack_timeout_ns(self.attr.timeout).map(|t| now.saturating_add(t));
+    }
+}

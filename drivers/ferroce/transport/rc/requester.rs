@@ -1,0 +1,312 @@
+//! RC requester: send WQEs to request packets.
+//!
+//! Segmentation by PMTU into FIRST/MIDDLE/LAST/ONLY, PSN assignment, AckReq
+//! policy, the `max_rd_atomic` limit and fences, a bounded window of
+//! unacknowledged PSNs, and go-back-N repositioning ([`Qp::seek`]) for the
+//! completer.
+
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::arithmetic_side_effects
+    )
+)]
+
+use super::super::engine::{Qp, RecvSlot, SendSlot, Transmit};
+use super::super::memory::Memory;
+use super::super::pkt::{self, AtomicReq, Hdrs, Reth};
+use super::super::qp::QpState;
+use super::super::ring::Storage;
+use super::super::sg::{self, SgError};
+use super::super::verbs::{send_flags, WcStatus, WrOpcode};
+use super::super::wire::{Opcode, Psn};
+use super::{ack_timeout_ns, ACK_REQ_EVERY, MAX_MESSAGE, WINDOW};
+
+/// Requester progress through the send queue.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReqState {
+    /// WQE the next packet comes from.
+    pub(crate) req_seq: u64,
+    /// One past the last WQE started (given PSNs).
+    pub(crate) sent_seq: u64,
+    /// Byte offset in `req_seq` of the next packet (READ: of the resumed
+    /// request).
+    pub(crate) req_off: u32,
+    /// PSN of the next packet.
+    pub(crate) next_psn: Psn,
+    /// One past the last PSN given to a WQE.
+    pub(crate) psn_hi: Psn,
+    /// READs and atomics started and not completed.
+    pub(crate) rd_atomic: u8,
+    /// Packets sent since the last AckReq.
+    pub(crate) since_ack_req: u32,
+}
+
+/// The BTH opcode of packet `first`/`last` of a SEND or RDMA WRITE.
+fn send_write_opcode(op: WrOpcode, first: bool, last: bool) -> Opcode {
+    use WrOpcode::*;
+    match (op, first, last) {
+        (Send, true, true) => Opcode::RC_SEND_ONLY,
+        (SendWithImm, true, true) => Opcode::RC_SEND_ONLY_WITH_IMMEDIATE,
+        (SendWithInv, true, true) => Opcode::RC_SEND_ONLY_WITH_INVALIDATE,
+        (Send | SendWithImm | SendWithInv, true, false) => Opcode::RC_SEND_FIRST,
+        (Send | SendWithImm | SendWithInv, false, false) => Opcode::RC_SEND_MIDDLE,
+        (Send, false, true) => Opcode::RC_SEND_LAST,
+        (SendWithImm, false, true) => Opcode::RC_SEND_LAST_WITH_IMMEDIATE,
+        (SendWithInv, false, true) => Opcode::RC_SEND_LAST_WITH_INVALIDATE,
+        (RdmaWrite | RdmaRead | AtomicCmpAndSwp | AtomicFetchAndAdd, true, true) => {
+            Opcode::RC_RDMA_WRITE_ONLY
+        }
+        (RdmaWriteWithImm, true, true) => Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+        (_, true, false) => Opcode::RC_RDMA_WRITE_FIRST,
+        (_, false, false) => Opcode::RC_RDMA_WRITE_MIDDLE,
+        (RdmaWriteWithImm, false, true) => Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE,
+        (_, false, true) => Opcode::RC_RDMA_WRITE_LAST,
+    }
+}
+
+/// Packets (PSNs) a message of `len` bytes takes at `pmtu`: at least one.
+pub fn packets(len: u32, pmtu: u32) -> u32 {
+    len.div_ceil(pmtu.max(1)).max(1)
+}
+
+impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
+    /// Whether the window of unacknowledged PSNs has room.
+    fn window_open(&self) -> bool {
+        self.comp.una.distance_to(self.req.next_psn) < WINDOW
+    }
+
+    /// Whether the WQE may start now: fences wait for earlier READs and
+    /// atomics; READs and atomics wait for `max_rd_atomic`.
+    fn can_start(&self, op: WrOpcode, flags: u32) -> bool {
+        if flags & send_flags::FENCE != 0 && self.req.rd_atomic > 0 {
+            return false;
+        }
+        if op.is_read_or_atomic() && self.req.rd_atomic >= self.attr.max_rd_atomic.max(1) {
+            return false;
+        }
+        true
+    }
+
+    /// Assigns PSNs to WQE `seq` after checking its local buffers.
+    fn start_wqe<M: Memory>(&mut self, mem: &mut M, seq: u64) -> Result<(), WcStatus> {
+        let slot = *self.sq_at(seq).ok_or(WcStatus::LocQpOpErr)?;
+        let wqe = slot.wqe;
+        let len = wqe.length().ok_or(WcStatus::LocLenErr)?;
+        if len > MAX_MESSAGE {
+            return Err(WcStatus::LocLenErr);
+        }
+        let op = wqe.opcode;
+        if op.is_atomic() {
+            let space = wqe.sges().iter().fold(0u32, |a, s| a.saturating_add(s.length));
+            if space < 8 {
+                return Err(WcStatus::LocLenErr);
+            }
+        }
+        if !wqe.is_inline() {
+            // Local buffers are validated before the first packet so a bad
+            // L_Key fails the WQE before any byte reaches the wire.
+            let write = op.is_read_or_atomic();
+            sg::check(mem, self.pd, wqe.sges(), write).map_err(|_| WcStatus::LocProtErr)?;
+        }
+        let npkts = if op.is_atomic() { 1 } else { packets(len, self.pmtu()) };
+        let psn = self.req.next_psn;
+        if let Some(s) = self.sq_at_mut(seq) {
+            s.started = true;
+            s.first_psn = psn;
+            s.npkts = npkts;
+            s.len = if op.is_atomic() { 8 } else { len };
+            s.resp_pkts = 0;
+        }
+        self.req.sent_seq = seq.saturating_add(1);
+        self.req.psn_hi = psn.wrapping_add(npkts);
+        self.req.req_off = 0;
+        if op.is_read_or_atomic() {
+            self.req.rd_atomic = self.req.rd_atomic.saturating_add(1);
+        }
+        Ok(())
+    }
+
+    /// Positions the requester at `psn` (go-back-N): the WQE holding it,
+    /// the byte offset of that packet, or the end of what was sent.
+    pub(crate) fn seek(&mut self, psn: Psn) {
+        let pmtu = self.pmtu();
+        let mut seq = self.comp.comp_seq;
+        while seq < self.req.sent_seq {
+            let Some(s) = self.sq_at(seq).copied() else { break };
+            let before = psn.is_before(s.first_psn);
+            if before || psn.in_range(s.first_psn, s.npkts.max(1)) {
+                let (p, k) = if before { (s.first_psn, 0) } else { (psn, s.first_psn.distance_to(psn)) };
+                self.req.req_seq = seq;
+                self.req.next_psn = p;
+                self.req.req_off = if s.wqe.opcode.is_atomic() { 0 } else { k.saturating_mul(pmtu) };
+                return;
+            }
+            seq = seq.saturating_add(1);
+        }
+        self.req.req_seq = self.req.sent_seq;
+        self.req.next_psn = self.req.psn_hi;
+        self.req.req_off = 0;
+    }
+
+    /// The next request packet, if the requester may send one.
+    pub(crate) fn req_transmit<M: Memory>(&mut self, now: u64, mem: &mut M, buf: &mut [u8]) -> Option<Transmit> {
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            return None;
+        }
+        if let Some(t) = self.comp.rnr_until {
+            if now < t {
+                return None;
+            }
+            self.comp.rnr_until = None;
+        }
+        let seq = self.req.req_seq;
+        if seq >= self.req.sent_seq {
+            // A new message: only in RTS (SQD finishes what was started).
+            if self.state != QpState::Rts {
+                return None;
+            }
+            let slot = *self.sq_at(seq)?;
+            if slot.status.is_some()
+                || !self.can_start(slot.wqe.opcode, slot.wqe.send_flags)
+                || !self.window_open()
+            {
+                return None;
+            }
+            if let Err(st) = self.start_wqe(mem, seq) {
+                // Class B requester error: the WQE completes in error, the
+                // QP enters ERR and the rest is flushed.
+                self.complete_send(seq, st, 0);
+                self.enter_error();
+                return None;
+            }
+        } else if !self.window_open() {
+            return None;
+        }
+        let slot = *self.sq_at(seq)?;
+        let len = match self.build_request(mem, &slot, buf) {
+            Ok(len) => len,
+            Err(st) => {
+                self.complete_send(seq, st, 0);
+                self.enter_error();
+                return None;
+            }
+        };
+        if self.comp.ack_deadline.is_none() {
+            self.comp.ack_deadline = ack_timeout_ns(self.attr.timeout).map(|t| now.saturating_add(t));
+        }
+        Some(Transmit { len, ah: self.attr.ah, dest_qpn: self.attr.dest_qp_num })
+    }
+
+    /// Writes the packet at the requester position of `slot` and advances.
+    fn build_request<M: Memory>(&mut self, mem: &mut M, slot: &SendSlot, buf: &mut [u8]) -> Result<usize, WcStatus> {
+        let wqe = &slot.wqe;
+        let psn = self.req.next_psn;
+        let off = self.req.req_off;
+        let mut h = Hdrs::new(Opcode::RC_ACKNOWLEDGE, self.pkey, self.attr.dest_qp_num, psn);
+        let op = wqe.opcode;
+        let fail = WcStatus::LocQpOpErr;
+        if op.is_read_or_atomic() {
+            h.ack_req = true;
+            if op == WrOpcode::RdmaRead {
+                h.opcode = Opcode::RC_RDMA_READ_REQUEST;
+                h.reth = Some(Reth {
+                    va: wqe.remote_addr.wrapping_add(u64::from(off)),
+                    rkey: wqe.rkey,
+                    len: slot.len.saturating_sub(off),
+                });
+            } else {
+                let (opcode, swap_add, compare) = if op == WrOpcode::AtomicCmpAndSwp {
+                    (Opcode::RC_COMPARE_SWAP, wqe.swap, wqe.compare_add)
+                } else {
+                    (Opcode::RC_FETCH_ADD, wqe.compare_add, 0)
+                };
+                h.opcode = opcode;
+                h.atomic = Some(AtomicReq { va: wqe.remote_addr, rkey: wqe.rkey, swap_add, compare });
+            }
+            let hlen = pkt::emit_headers(&h, 0, buf).ok_or(fail)?;
+            let total = pkt::finish(buf, hlen, 0).ok_or(fail)?;
+            self.req.req_seq = self.req.req_seq.saturating_add(1);
+            self.req.next_psn = slot.first_psn.wrapping_add(slot.npkts);
+            self.req.req_off = 0;
+            self.req.since_ack_req = 0;
+            return Ok(total);
+        }
+        let pmtu = self.pmtu();
+        let plen = slot.len.saturating_sub(off).min(pmtu);
+        let first = off == 0;
+        let end = off.saturating_add(plen);
+        let last = end >= slot.len;
+        h.opcode = send_write_opcode(op, first, last);
+        let is_write = matches!(op, WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm);
+        if first && is_write {
+            h.reth = Some(Reth { va: wqe.remote_addr, rkey: wqe.rkey, len: slot.len });
+        }
+        if last {
+            match op {
+                WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm => h.imm = Some(wqe.imm_data),
+                WrOpcode::SendWithInv => h.ieth = Some(wqe.imm_data),
+                _ => {}
+            }
+            h.solicited = wqe.send_flags & send_flags::SOLICITED != 0
+                && !matches!(op, WrOpcode::RdmaWrite);
+        }
+        let since = self.req.since_ack_req.saturating_add(1);
+        h.ack_req = last || since >= ACK_REQ_EVERY;
+        let plen_us = plen as usize;
+        let hlen = pkt::emit_headers(&h, plen_us, buf).ok_or(fail)?;
+        let pend = hlen.checked_add(plen_us).ok_or(fail)?;
+        let payload = buf.get_mut(hlen..pend).ok_or(fail)?;
+        if wqe.is_inline() {
+            let src = wqe.inline_data().get(off as usize..end as usize).ok_or(WcStatus::LocLenErr)?;
+            payload.copy_from_slice(src);
+        } else {
+            sg::gather(mem, self.pd, wqe.sges(), u64::from(off), payload).map_err(|e| match e {
+                SgError::Length => WcStatus::LocLenErr,
+                SgError::Mem(_) => WcStatus::LocProtErr,
+            })?;
+        }
+        let total = pkt::finish(buf, hlen, plen_us).ok_or(fail)?;
+        self.req.since_ack_req = if h.ack_req { 0 } else { since };
+        self.req.next_psn = psn.next();
+        if last {
+            self.req.req_seq = self.req.req_seq.saturating_add(1);
+            self.req.req_off = 0;
+        } else {
+            self.req.req_off = end;
+        }
+        Ok(total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rc_segmentation_packet_count() {
+        assert_eq!(packets(0, 256), 1);
+        assert_eq!(packets(1, 256), 1);
+        assert_eq!(packets(256, 256), 1);
+        assert_eq!(packets(257, 256), 2);
+        assert_eq!(packets(1 << 20, 4096), 256);
+    }
+
+    #[test]
+    fn rc_segmentation_opcodes_first_middle_last_only() {
+        use WrOpcode::*;
+        assert_eq!(send_write_opcode(Send, true, true), Opcode::RC_SEND_ONLY);
+        assert_eq!(send_write_opcode(Send, true, false), Opcode::RC_SEND_FIRST);
+        assert_eq!(send_write_opcode(SendWithImm, false, false), Opcode::RC_SEND_MIDDLE);
+        assert_eq!(send_write_opcode(SendWithImm, false, true), Opcode::RC_SEND_LAST_WITH_IMMEDIATE);
+        assert_eq!(send_write_opcode(SendWithInv, false, true), Opcode::RC_SEND_LAST_WITH_INVALIDATE);
+        assert_eq!(send_write_opcode(RdmaWrite, true, false), Opcode::RC_RDMA_WRITE_FIRST);
+        assert_eq!(send_write_opcode(RdmaWriteWithImm, false, false), Opcode::RC_RDMA_WRITE_MIDDLE);
+        assert_eq!(send_write_opcode(RdmaWrite, false, true), Opcode::RC_RDMA_WRITE_LAST);
+        assert_eq!(send_write_opcode(RdmaWriteWithImm, true, true), Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE);
+    }
+}

@@ -1,0 +1,671 @@
+//! RC responder: request packets in, memory effects and responses out.
+//!
+//! ePSN validation (in order, duplicate, out of sequence), the opcode
+//! sequence, receive WQE use, RDMA WRITE/READ and atomics against R_Keys,
+//! the MSN, read/atomic resources (`max_dest_rd_atomic`) for replaying
+//! duplicates, and the NAKs: PSN sequence error (once per error), RNR
+//! (with the QP's minimum RNR timer), invalid request, remote access and
+//! remote operational errors. Responses leave in PSN order through a small
+//! queue in which consecutive ACKs coalesce.
+
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::arithmetic_side_effects
+    )
+)]
+
+use super::super::engine::{complete_recv, Qp, RecvSlot, RxOutcome, SendSlot, Transmit};
+use super::super::memory::{Key, MemError, Memory};
+use super::super::pkt::{self, Hdrs, Rx};
+use super::super::qp::MAX_RD_ATOMIC;
+use super::super::ring::{Ring, Storage};
+use super::super::sg::{self, SgError};
+use super::super::verbs::{access, wc_flags, Cqe, WcOpcode, WcStatus};
+use super::super::wire::aeth::CREDITS_UNLIMITED;
+use super::super::wire::{AethSyndrome, NakCode, Opcode, Operation, Position, Psn, Transport};
+use super::requester::packets;
+
+/// Response queue depth: every resource can have a job, with an ACK or NAK
+/// between each pair.
+const JOBS: usize = 2 * MAX_RD_ATOMIC as usize + 4;
+
+/// The message the responder is in the middle of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InProgress {
+    /// Between messages: the next packet must be FIRST or ONLY.
+    #[default]
+    None,
+    /// A multi-packet SEND into receive WQE `rq_seq`, `off` bytes placed.
+    Send { rq_seq: u64, off: u32 },
+    /// A multi-packet RDMA WRITE: next address, R_Key, bytes left, total.
+    Write { va: u64, rkey: u32, left: u32, total: u32 },
+}
+
+/// A READ or atomic the responder executed, kept to answer duplicates.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Resource {
+    kind: ResKind,
+    first_psn: Psn,
+    npkts: u32,
+    va: u64,
+    rkey: u32,
+    len: u32,
+    /// Atomic: the value read (replayed for a duplicate).
+    orig: u64,
+    /// MSN carried by its responses.
+    msn: u32,
+    /// A response job refers to it: not to be recycled yet.
+    busy: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum ResKind {
+    #[default]
+    Free,
+    Read,
+    Atomic,
+}
+
+/// A response waiting to be sent.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) enum Job {
+    #[default]
+    Empty,
+    /// ACKNOWLEDGE of `psn` and everything before it.
+    Ack { psn: Psn, msn: u32 },
+    /// NAK or RNR NAK for `psn`.
+    Nak { psn: Psn, syndrome: AethSyndrome, msn: u32 },
+    /// READ response packets of resource `res` from `psn` (at byte `off`);
+    /// `start` is the PSN of the request being answered (original or
+    /// duplicate), which decides FIRST/MIDDLE.
+    Read { res: u8, start: Psn, psn: Psn, off: u32 },
+    /// ATOMIC ACKNOWLEDGE of resource `res`.
+    Atomic { res: u8 },
+}
+
+/// Responder state.
+pub struct RespState {
+    /// Expected PSN of the next request.
+    pub(crate) epsn: Psn,
+    /// Message sequence number: messages completed, 24 bits.
+    pub(crate) msn: u32,
+    /// A sequence error or RNR NAK went out and no in-order packet has
+    /// arrived since: further out-of-sequence packets are dropped silently
+    /// (IBTA 9.7.5.2.2: one NAK per sequence error).
+    pub(crate) nak_sent: bool,
+    pub(crate) cur: InProgress,
+    pub(crate) res: [Resource; MAX_RD_ATOMIC as usize],
+    /// Next resource slot to try when recycling (round robin = oldest).
+    pub(crate) res_next: u8,
+    pub(crate) jobs: Ring<Job, [Job; JOBS]>,
+    /// The NAK of a fatal error, sent even though the QP is in ERR.
+    pub(crate) final_nak: Option<(Psn, AethSyndrome)>,
+}
+
+impl Default for RespState {
+    fn default() -> Self {
+        Self {
+            epsn: Psn::ZERO,
+            msn: 0,
+            nak_sent: false,
+            cur: InProgress::None,
+            res: [Resource::default(); MAX_RD_ATOMIC as usize],
+            res_next: 0,
+            jobs: Ring::new([Job::Empty; JOBS]),
+            final_nak: None,
+        }
+    }
+}
+
+impl core::fmt::Debug for RespState {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RespState")
+            .field("epsn", &self.epsn)
+            .field("msn", &self.msn)
+            .field("nak_sent", &self.nak_sent)
+            .field("cur", &self.cur)
+            .finish_non_exhaustive()
+    }
+}
+
+const ACK: AethSyndrome = AethSyndrome::Ack { credits: CREDITS_UNLIMITED };
+
+fn next_msn(msn: u32) -> u32 {
+    msn.wrapping_add(1) & 0xff_ffff
+}
+
+/// Why a request failed fatally (IBTA class C/A/J responder errors).
+struct Fatal {
+    nak: NakCode,
+    /// Receive WQE in use and the status of its completion.
+    rqe: Option<(u64, WcStatus)>,
+}
+
+impl Fatal {
+    fn nak(nak: NakCode) -> Self {
+        Self { nak, rqe: None }
+    }
+}
+
+enum Step {
+    Done(RxOutcome),
+    Fatal(Fatal),
+}
+
+impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
+    fn push_job(&mut self, job: Job) -> bool {
+        self.resp.jobs.push(job).is_ok()
+    }
+
+    /// Queues an ACK of `psn`, merged into a queued ACK right before it
+    /// (an ACK covers all earlier PSNs).
+    fn push_ack(&mut self, psn: Psn) {
+        let msn = self.resp.msn;
+        let n = self.resp.jobs.len();
+        if let Some(Job::Ack { psn: p, msn: m }) = n.checked_sub(1).and_then(|i| self.resp.jobs.get_mut(i)) {
+            if !psn.is_before(*p) {
+                *p = psn;
+                *m = msn;
+            }
+            return;
+        }
+        let _ = self.push_job(Job::Ack { psn, msn });
+    }
+
+    /// Queues a sequence-error or RNR NAK, once per error.
+    fn push_retry_nak(&mut self, psn: Psn, syndrome: AethSyndrome) -> RxOutcome {
+        if !self.resp.nak_sent {
+            let msn = self.resp.msn;
+            if self.push_job(Job::Nak { psn, syndrome, msn }) {
+                self.resp.nak_sent = true;
+            }
+        }
+        RxOutcome::Nak
+    }
+
+    /// A fatal error: the NAK goes out, the receive WQE in use (if any)
+    /// completes with its error, the QP enters ERR and flushes.
+    fn fatal(&mut self, psn: Psn, f: Fatal) -> RxOutcome {
+        if let Some((seq, status)) = f.rqe {
+            let opcode = WcOpcode::Recv;
+            complete_recv(self, seq, Cqe { status, opcode, ..Cqe::default() });
+        }
+        self.resp.final_nak = Some((psn, AethSyndrome::Nak(f.nak)));
+        self.resp.jobs.clear();
+        self.enter_error();
+        RxOutcome::Nak
+    }
+
+    /// Processes an RC request packet.
+    pub(crate) fn respond<M: Memory>(&mut self, mem: &mut M, rx: &Rx<'_>) -> RxOutcome {
+        if !self.state.receives() {
+            return RxOutcome::Dropped;
+        }
+        if rx.info.transport != Transport::Rc || !rx.info.is_request() {
+            return RxOutcome::Dropped;
+        }
+        let psn = rx.h.psn;
+        let d = psn.diff(self.resp.epsn);
+        if d > 0 {
+            // Out of sequence: one PSN sequence error NAK carrying ePSN.
+            let epsn = self.resp.epsn;
+            return self.push_retry_nak(epsn, AethSyndrome::Nak(NakCode::PsnSequenceError));
+        }
+        if d < 0 {
+            return self.duplicate(rx);
+        }
+        match self.in_order(mem, rx) {
+            Step::Done(o) => o,
+            Step::Fatal(f) => self.fatal(psn, f),
+        }
+    }
+
+    fn in_order<M: Memory>(&mut self, mem: &mut M, rx: &Rx<'_>) -> Step {
+        let info = &rx.info;
+        // Opcode sequence: a message in progress continues with MIDDLE or
+        // LAST of the same operation; otherwise FIRST or ONLY.
+        let continues = matches!(info.position, Position::Middle | Position::Last);
+        let ok = match self.resp.cur {
+            InProgress::None => !continues,
+            InProgress::Send { .. } => continues && info.operation == Operation::Send,
+            InProgress::Write { .. } => continues && info.operation == Operation::RdmaWrite,
+        };
+        if !ok {
+            return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
+        }
+        let flags = self.attr.qp_access_flags;
+        let allowed = match info.operation {
+            Operation::RdmaWrite => flags & access::REMOTE_WRITE != 0,
+            Operation::RdmaReadRequest => flags & access::REMOTE_READ != 0,
+            Operation::CompareSwap | Operation::FetchAdd => flags & access::REMOTE_ATOMIC != 0,
+            _ => true,
+        };
+        if !allowed {
+            return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
+        }
+        // Every packet but the last of a message carries exactly PMTU
+        // bytes; none carries more.
+        let pmtu = self.pmtu() as usize;
+        let plen = rx.payload.len();
+        if plen > pmtu || (matches!(info.position, Position::First | Position::Middle) && plen != pmtu) {
+            return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
+        }
+        self.resp.nak_sent = false;
+        match info.operation {
+            Operation::Send => self.recv_send(mem, rx),
+            Operation::RdmaWrite => self.recv_write(mem, rx),
+            Operation::RdmaReadRequest => self.recv_read(mem, rx),
+            Operation::CompareSwap | Operation::FetchAdd => self.recv_atomic(mem, rx),
+            _ => Step::Done(RxOutcome::Dropped),
+        }
+    }
+
+    /// Accepts the in-order packet: ePSN moves on, an ACK is queued when
+    /// asked for.
+    fn accept(&mut self, rx: &Rx<'_>) -> Step {
+        self.resp.epsn = rx.h.psn.next();
+        if rx.h.ack_req {
+            self.push_ack(rx.h.psn);
+        }
+        Step::Done(RxOutcome::Accepted)
+    }
+
+    fn rnr(&mut self, psn: Psn) -> Step {
+        let timer = self.attr.min_rnr_timer;
+        Step::Done(self.push_retry_nak(psn, AethSyndrome::RnrNak { timer }))
+    }
+
+    fn recv_send<M: Memory>(&mut self, mem: &mut M, rx: &Rx<'_>) -> Step {
+        let (seq, off) = match self.resp.cur {
+            InProgress::Send { rq_seq, off } => (rq_seq, off),
+            _ => {
+                // FIRST/ONLY takes a receive WQE; none posted: RNR NAK.
+                let seq = self.rq_next;
+                if seq >= self.rq_end() {
+                    return self.rnr(rx.h.psn);
+                }
+                self.rq_next = seq.saturating_add(1);
+                (seq, 0)
+            }
+        };
+        let Some(slot) = self.rq_at_mut(seq).map(|s| *s) else {
+            return Step::Fatal(Fatal::nak(NakCode::RemoteOperationalError));
+        };
+        match sg::scatter(mem, self.pd, slot.wqe.sges(), u64::from(off), rx.payload) {
+            Ok(()) => {}
+            // Message longer than the receive buffers: invalid request,
+            // the WQE completes with a local length error.
+            Err(SgError::Length) => {
+                return Step::Fatal(Fatal { nak: NakCode::InvalidRequest, rqe: Some((seq, WcStatus::LocLenErr)) })
+            }
+            // A bad L_Key in the receive WQE: remote operational error
+            // for the requester, local protection error here (class A).
+            Err(SgError::Mem(_)) => {
+                return Step::Fatal(Fatal {
+                    nak: NakCode::RemoteOperationalError,
+                    rqe: Some((seq, WcStatus::LocProtErr)),
+                })
+            }
+        }
+        let off = off.saturating_add(rx.payload.len() as u32);
+        if !rx.info.is_last() {
+            self.resp.cur = InProgress::Send { rq_seq: seq, off };
+            return self.accept(rx);
+        }
+        let mut flags = 0;
+        let mut imm = 0;
+        if let Some(v) = rx.h.imm {
+            flags |= wc_flags::WITH_IMM;
+            imm = v;
+        }
+        if let Some(rkey) = rx.h.ieth {
+            if mem.invalidate(self.pd, rkey).is_err() {
+                return Step::Fatal(Fatal { nak: NakCode::InvalidRequest, rqe: Some((seq, WcStatus::LocProtErr)) });
+            }
+            flags |= wc_flags::WITH_INV;
+            imm = rkey;
+        }
+        let cqe = Cqe {
+            status: WcStatus::Success,
+            opcode: WcOpcode::Recv,
+            byte_len: off,
+            imm_data: imm,
+            src_qp: self.attr.dest_qp_num,
+            wc_flags: flags,
+            pkey_index: self.attr.pkey_index,
+            ..Cqe::default()
+        };
+        complete_recv(self, seq, cqe);
+        self.resp.cur = InProgress::None;
+        self.resp.msn = next_msn(self.resp.msn);
+        self.accept(rx)
+    }
+
+    fn recv_write<M: Memory>(&mut self, mem: &mut M, rx: &Rx<'_>) -> Step {
+        let (va, rkey, left, total) = match self.resp.cur {
+            InProgress::Write { va, rkey, left, total } => (va, rkey, left, total),
+            _ => {
+                let Some(r) = rx.h.reth else {
+                    return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
+                };
+                if r.len > super::MAX_MESSAGE {
+                    return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
+                }
+                // The whole target range is checked before any byte lands.
+                if r.len > 0 && mem.check(self.pd, Key::Remote(r.rkey), r.va, u64::from(r.len), true).is_err() {
+                    return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError));
+                }
+                (r.va, r.rkey, r.len, r.len)
+            }
+        };
+        let plen = rx.payload.len() as u32;
+        let last = rx.info.is_last();
+        if plen > left || (last && plen != left) || (!last && plen == left) {
+            return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
+        }
+        // WRITE with immediate consumes a receive WQE: RNR NAK before any
+        // byte lands when none is posted.
+        if rx.info.immediate && self.rq_next >= self.rq_end() {
+            return self.rnr(rx.h.psn);
+        }
+        if plen > 0 && mem.write(self.pd, Key::Remote(rkey), va, rx.payload).is_err() {
+            return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError));
+        }
+        if !last {
+            self.resp.cur = InProgress::Write {
+                va: va.wrapping_add(u64::from(plen)),
+                rkey,
+                left: left.saturating_sub(plen),
+                total,
+            };
+            return self.accept(rx);
+        }
+        if let Some(imm) = rx.h.imm {
+            let seq = self.rq_next;
+            self.rq_next = seq.saturating_add(1);
+            let cqe = Cqe {
+                status: WcStatus::Success,
+                opcode: WcOpcode::RecvRdmaWithImm,
+                byte_len: total,
+                imm_data: imm,
+                src_qp: self.attr.dest_qp_num,
+                wc_flags: wc_flags::WITH_IMM,
+                pkey_index: self.attr.pkey_index,
+                ..Cqe::default()
+            };
+            complete_recv(self, seq, cqe);
+        }
+        self.resp.cur = InProgress::None;
+        self.resp.msn = next_msn(self.resp.msn);
+        self.accept(rx)
+    }
+
+    /// A resource slot free for a new READ/atomic: never one a queued
+    /// response still uses.
+    fn alloc_resource(&mut self) -> Option<usize> {
+        let n = usize::from(self.attr.max_dest_rd_atomic.min(MAX_RD_ATOMIC));
+        for k in 0..n {
+            let i = usize::from(self.resp.res_next).saturating_add(k).checked_rem(n)?;
+            if self.resp.res.get(i).is_some_and(|r| !r.busy) {
+                self.resp.res_next = u8::try_from(i.saturating_add(1).checked_rem(n)?).ok()?;
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    fn recv_read<M: Memory>(&mut self, mem: &mut M, rx: &Rx<'_>) -> Step {
+        if self.attr.max_dest_rd_atomic == 0 {
+            return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
+        }
+        let Some(r) = rx.h.reth else {
+            return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
+        };
+        if r.len > super::MAX_MESSAGE {
+            return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
+        }
+        if r.len > 0 && mem.check(self.pd, Key::Remote(r.rkey), r.va, u64::from(r.len), false).is_err() {
+            return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError));
+        }
+        // No free resource or queue slot: drop without moving ePSN; the
+        // requester's timer resends.
+        if self.resp.jobs.is_full() {
+            return Step::Done(RxOutcome::Dropped);
+        }
+        let Some(i) = self.alloc_resource() else {
+            return Step::Done(RxOutcome::Dropped);
+        };
+        let psn = rx.h.psn;
+        let npkts = packets(r.len, self.pmtu());
+        self.resp.msn = next_msn(self.resp.msn);
+        let res = Resource {
+            kind: ResKind::Read,
+            first_psn: psn,
+            npkts,
+            va: r.va,
+            rkey: r.rkey,
+            len: r.len,
+            orig: 0,
+            msn: self.resp.msn,
+            busy: true,
+        };
+        if let Some(slot) = self.resp.res.get_mut(i) {
+            *slot = res;
+        }
+        let res = u8::try_from(i).unwrap_or(0);
+        let _ = self.push_job(Job::Read { res, start: psn, psn, off: 0 });
+        self.resp.epsn = psn.wrapping_add(npkts);
+        Step::Done(RxOutcome::Accepted)
+    }
+
+    fn recv_atomic<M: Memory>(&mut self, mem: &mut M, rx: &Rx<'_>) -> Step {
+        if self.attr.max_dest_rd_atomic == 0 {
+            return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
+        }
+        let Some(a) = rx.h.atomic else {
+            return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
+        };
+        if a.va % 8 != 0 {
+            return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
+        }
+        if self.resp.jobs.is_full() {
+            return Step::Done(RxOutcome::Dropped);
+        }
+        let Some(i) = self.alloc_resource() else {
+            return Step::Done(RxOutcome::Dropped);
+        };
+        let result = if rx.info.operation == Operation::CompareSwap {
+            mem.compare_swap(self.pd, a.rkey, a.va, a.compare, a.swap_add)
+        } else {
+            mem.fetch_add(self.pd, a.rkey, a.va, a.swap_add)
+        };
+        let orig = match result {
+            Ok(v) => v,
+            Err(MemError::Misaligned) => return Step::Fatal(Fatal::nak(NakCode::InvalidRequest)),
+            Err(_) => return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError)),
+        };
+        let psn = rx.h.psn;
+        self.resp.msn = next_msn(self.resp.msn);
+        let res = Resource {
+            kind: ResKind::Atomic,
+            first_psn: psn,
+            npkts: 1,
+            va: a.va,
+            rkey: a.rkey,
+            len: 8,
+            orig,
+            msn: self.resp.msn,
+            busy: true,
+        };
+        if let Some(slot) = self.resp.res.get_mut(i) {
+            *slot = res;
+        }
+        let _ = self.push_job(Job::Atomic { res: u8::try_from(i).unwrap_or(0) });
+        self.resp.epsn = psn.next();
+        Step::Done(RxOutcome::Accepted)
+    }
+
+    /// A request behind ePSN: answered again, never executed again.
+    fn duplicate(&mut self, rx: &Rx<'_>) -> RxOutcome {
+        let psn = rx.h.psn;
+        match rx.info.operation {
+            Operation::Send | Operation::RdmaWrite => {
+                // Re-ACK everything received so far (C9-105); coalesced.
+                let last = self.resp.epsn.prev();
+                self.push_ack(last);
+                RxOutcome::Accepted
+            }
+            Operation::RdmaReadRequest => {
+                let pmtu = self.pmtu();
+                let found = self.resp.res.iter().position(|r| {
+                    r.kind == ResKind::Read && psn.in_range(r.first_psn, r.npkts)
+                });
+                let Some(i) = found else { return RxOutcome::Dropped };
+                let Some(r) = self.resp.res.get(i).copied() else { return RxOutcome::Dropped };
+                let off = r.first_psn.distance_to(psn).saturating_mul(pmtu);
+                let res = u8::try_from(i).unwrap_or(0);
+                let job = Job::Read { res, start: psn, psn, off };
+                // Restart the stream in place if it is still queued, so one
+                // lost packet does not double the traffic.
+                for k in 0..self.resp.jobs.len() {
+                    if let Some(j) = self.resp.jobs.get_mut(k) {
+                        if matches!(j, Job::Read { res: x, .. } if *x == res) {
+                            *j = job;
+                            return RxOutcome::Accepted;
+                        }
+                    }
+                }
+                if self.push_job(job) {
+                    if let Some(r) = self.resp.res.get_mut(i) {
+                        r.busy = true;
+                    }
+                    return RxOutcome::Accepted;
+                }
+                RxOutcome::Dropped
+            }
+            Operation::CompareSwap | Operation::FetchAdd => {
+                let found = self
+                    .resp
+                    .res
+                    .iter()
+                    .position(|r| r.kind == ResKind::Atomic && r.first_psn == psn);
+                let Some(i) = found else { return RxOutcome::Dropped };
+                if self.resp.res.get(i).is_some_and(|r| r.busy) {
+                    // Its response is still queued.
+                    return RxOutcome::Accepted;
+                }
+                // Replay the saved result; the atomic is not executed again.
+                let res = u8::try_from(i).unwrap_or(0);
+                if self.push_job(Job::Atomic { res }) {
+                    if let Some(r) = self.resp.res.get_mut(i) {
+                        r.busy = true;
+                    }
+                    return RxOutcome::Accepted;
+                }
+                RxOutcome::Dropped
+            }
+            _ => RxOutcome::Dropped,
+        }
+    }
+
+    fn response_headers(&self, opcode: Opcode, psn: Psn) -> Hdrs {
+        Hdrs::new(opcode, self.pkey, self.attr.dest_qp_num, psn)
+    }
+
+    fn emit_ack(&self, psn: Psn, syndrome: AethSyndrome, msn: u32, buf: &mut [u8]) -> Option<Transmit> {
+        let mut h = self.response_headers(Opcode::RC_ACKNOWLEDGE, psn);
+        h.aeth = Some((syndrome, msn));
+        let hlen = pkt::emit_headers(&h, 0, buf)?;
+        let len = pkt::finish(buf, hlen, 0)?;
+        Some(Transmit { len, ah: self.attr.ah, dest_qpn: self.attr.dest_qp_num })
+    }
+
+    /// The next response packet, if any.
+    pub(crate) fn resp_transmit<M: Memory>(&mut self, mem: &mut M, buf: &mut [u8]) -> Option<Transmit> {
+        if let Some((psn, syndrome)) = self.resp.final_nak.take() {
+            return self.emit_ack(psn, syndrome, self.resp.msn, buf);
+        }
+        if !self.state.receives() {
+            return None;
+        }
+        let job = *self.resp.jobs.get(0)?;
+        match job {
+            Job::Empty => {
+                self.resp.jobs.pop();
+                None
+            }
+            Job::Ack { psn, msn } => {
+                self.resp.jobs.pop();
+                self.emit_ack(psn, ACK, msn, buf)
+            }
+            Job::Nak { psn, syndrome, msn } => {
+                self.resp.jobs.pop();
+                self.emit_ack(psn, syndrome, msn, buf)
+            }
+            Job::Atomic { res } => {
+                self.resp.jobs.pop();
+                let r = self.resp.res.get_mut(usize::from(res))?;
+                r.busy = false;
+                let r = *r;
+                let mut h = self.response_headers(Opcode::RC_ATOMIC_ACKNOWLEDGE, r.first_psn);
+                h.aeth = Some((ACK, r.msn));
+                h.atomic_ack = Some(r.orig);
+                let hlen = pkt::emit_headers(&h, 0, buf)?;
+                let len = pkt::finish(buf, hlen, 0)?;
+                Some(Transmit { len, ah: self.attr.ah, dest_qpn: self.attr.dest_qp_num })
+            }
+            Job::Read { res, start, psn, off } => self.read_response(mem, res, start, psn, off, buf),
+        }
+    }
+
+    fn read_response<M: Memory>(
+        &mut self,
+        mem: &mut M,
+        res: u8,
+        start: Psn,
+        psn: Psn,
+        off: u32,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let r = *self.resp.res.get(usize::from(res))?;
+        let plen = r.len.saturating_sub(off).min(self.pmtu());
+        let end = off.saturating_add(plen);
+        let first = psn == start;
+        let last = end >= r.len;
+        let opcode = match (first, last) {
+            (true, true) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
+            (true, false) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+            (false, false) => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+            (false, true) => Opcode::RC_RDMA_READ_RESPONSE_LAST,
+        };
+        let mut h = self.response_headers(opcode, psn);
+        if first || last {
+            h.aeth = Some((ACK, r.msn));
+        }
+        let plen_us = plen as usize;
+        let hlen = pkt::emit_headers(&h, plen_us, buf)?;
+        let payload = buf.get_mut(hlen..hlen.checked_add(plen_us)?)?;
+        if plen > 0 && mem.read(self.pd, Key::Remote(r.rkey), r.va.wrapping_add(u64::from(off)), payload).is_err() {
+            // The region went away under the READ: remote access error.
+            let _ = self.fatal(psn, Fatal::nak(NakCode::RemoteAccessError));
+            let (p, s) = self.resp.final_nak.take()?;
+            return self.emit_ack(p, s, self.resp.msn, buf);
+        }
+        let len = pkt::finish(buf, hlen, plen_us)?;
+        if last {
+            self.resp.jobs.pop();
+            if let Some(x) = self.resp.res.get_mut(usize::from(res)) {
+                x.busy = false;
+            }
+        } else if let Some(Job::Read { psn: p, off: o, .. }) = self.resp.jobs.get_mut(0) {
+            *p = psn.next();
+            *o = end;
+        }
+        Some(Transmit { len, ah: self.attr.ah, dest_qpn: self.attr.dest_qp_num })
+    }
+}

@@ -1,0 +1,170 @@
+//! Unreliable Datagram: the SQ Logic and RQ Logic of IBTA chapter 9/10 for
+//! UD (one packet per message, no responses).
+
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::arithmetic_side_effects
+    )
+)]
+
+use super::engine::{complete_recv, NetHeader, Qp, RecvSlot, RxOutcome, SendSlot, Transmit};
+use super::memory::Memory;
+use super::pkt::{self, Hdrs, Rx};
+use super::qp::QpState;
+use super::ring::Storage;
+use super::sg::{self, SgError};
+use super::verbs::{send_flags, wc_flags, Cqe, WcOpcode, WcStatus, WrOpcode, GRH_LEN};
+use super::wire::{Opcode, Transport};
+
+/// DETH Q_Key bit 31: the WR asks for the QP's own Q_Key (controlled Q_Key).
+pub const QKEY_CONTROLLED: u32 = 0x8000_0000;
+
+/// The Q_Key a UD send puts in its DETH: the WR's, unless bit 31 of it is
+/// set, then the QP context's (IBTA 10.2.5 / seed 000).
+pub fn deth_qkey(wr_qkey: u32, qp_qkey: u32) -> u32 {
+    if wr_qkey & QKEY_CONTROLLED != 0 {
+        qp_qkey
+    } else {
+        wr_qkey
+    }
+}
+
+impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
+    /// UD SQ Logic: one SEND ONLY (with immediate) packet per WQE, PSN =
+    /// previous + 1; the WQE completes as soon as its packet is handed off.
+    pub(super) fn ud_transmit<M: Memory>(&mut self, mem: &mut M, buf: &mut [u8]) -> Option<Transmit> {
+        if self.state != QpState::Rts {
+            return None;
+        }
+        let seq = self.req.req_seq;
+        let slot = *self.sq_at(seq)?;
+        if slot.status.is_some() {
+            return None;
+        }
+        let wqe = slot.wqe;
+        let len = wqe.length().unwrap_or(u32::MAX);
+        // Table 20-2: an "only" packet carries 0..=PMTU bytes. Larger is a
+        // locally detected error associated with the WQE (class B).
+        if len > self.pmtu() {
+            self.ud_local_error(seq, WcStatus::LocLenErr);
+            return None;
+        }
+        let opcode = if wqe.opcode == WrOpcode::SendWithImm {
+            Opcode::UD_SEND_ONLY_WITH_IMMEDIATE
+        } else {
+            Opcode::UD_SEND_ONLY
+        };
+        let psn = self.req.next_psn;
+        let mut h = Hdrs::new(opcode, self.pkey, wqe.remote_qpn & 0xff_ffff, psn);
+        h.solicited = wqe.send_flags & send_flags::SOLICITED != 0;
+        h.deth = Some((deth_qkey(wqe.remote_qkey, self.attr.qkey), self.qpn));
+        if wqe.opcode == WrOpcode::SendWithImm {
+            h.imm = Some(wqe.imm_data);
+        }
+        let plen = usize::try_from(len).ok()?;
+        let hlen = pkt::emit_headers(&h, plen, buf)?;
+        let end = hlen.checked_add(plen)?;
+        let payload = buf.get_mut(hlen..end)?;
+        if wqe.is_inline() {
+            payload.copy_from_slice(wqe.inline_data().get(..plen)?);
+        } else if let Err(e) = sg::gather(mem, self.pd, wqe.sges(), 0, payload) {
+            // Table 20-3: a locally detected memory protection error
+            // (e.g. an invalid L_Key in the gather list) is class B.
+            let st = match e {
+                SgError::Length => WcStatus::LocLenErr,
+                SgError::Mem(_) => WcStatus::LocProtErr,
+            };
+            self.ud_local_error(seq, st);
+            return None;
+        }
+        let total = pkt::finish(buf, hlen, plen)?;
+        self.req.next_psn = psn.next();
+        self.req.req_seq = seq.saturating_add(1);
+        self.req.sent_seq = self.req.req_seq;
+        self.comp.comp_seq = self.req.req_seq;
+        if let Some(s) = self.sq_at_mut(seq) {
+            s.len = len;
+            s.first_psn = psn;
+            s.npkts = 1;
+            s.started = true;
+            s.status = Some(WcStatus::Success);
+        }
+        Some(Transmit { len: total, ah: wqe.ah, dest_qpn: wqe.remote_qpn & 0xff_ffff })
+    }
+
+    /// Class B handling for UD: the WQE completes in error and the QP
+    /// enters the Send Queue Error state, which flushes the rest of the SQ
+    /// while the receive side keeps working (IBTA 10.3.1, C10-38).
+    fn ud_local_error(&mut self, seq: u64, status: WcStatus) {
+        self.complete_send(seq, status, 0);
+        self.enter_sq_error();
+    }
+
+    /// UD RQ Logic.
+    pub(super) fn ud_receive<M: Memory>(&mut self, mem: &mut M, rx: &Rx<'_>, net: &NetHeader<'_>) -> RxOutcome {
+        if !self.state.receives() {
+            return RxOutcome::Dropped;
+        }
+        // Class D: only SEND ONLY (with immediate) of the UD transport; any
+        // other opcode (reserved ones never get past the parser) is dropped.
+        if rx.info.transport != Transport::Ud {
+            return RxOutcome::Dropped;
+        }
+        let Some((qkey, src_qp)) = rx.h.deth else {
+            return RxOutcome::Dropped;
+        };
+        // Q_Key violation: silently dropped, no WQE used, no CQE.
+        if qkey != self.attr.qkey {
+            return RxOutcome::Dropped;
+        }
+        // A UD message is one packet of at most PMTU bytes.
+        let plen = rx.payload.len();
+        if plen > self.pmtu() as usize {
+            return RxOutcome::Dropped;
+        }
+        // No RQ WQE: silently dropped.
+        let seq = self.rq_next;
+        let Some(slot) = self.rq_at_mut(seq).map(|s| *s) else {
+            return RxOutcome::Dropped;
+        };
+        // Length error (message plus GRH larger than the buffer): class D.
+        let Some(need) = plen.checked_add(GRH_LEN) else {
+            return RxOutcome::Dropped;
+        };
+        if (slot.wqe.length() as usize) < need {
+            return RxOutcome::Dropped;
+        }
+        let grh = net.grh();
+        let res = sg::scatter(mem, self.pd, slot.wqe.sges(), 0, &grh)
+            .and_then(|_| sg::scatter(mem, self.pd, slot.wqe.sges(), GRH_LEN as u64, rx.payload));
+        self.rq_next = seq.saturating_add(1);
+        if res.is_err() {
+            // Local QP error while executing (bad L_Key in the scatter
+            // list): class A, the WQE completes in error, the QP enters ERR.
+            complete_recv(self, seq, Cqe { status: WcStatus::LocProtErr, opcode: WcOpcode::Recv, ..Cqe::default() });
+            self.enter_error();
+            return RxOutcome::Dropped;
+        }
+        let mut flags = wc_flags::GRH;
+        if rx.h.imm.is_some() {
+            flags |= wc_flags::WITH_IMM;
+        }
+        let cqe = Cqe {
+            status: WcStatus::Success,
+            opcode: WcOpcode::Recv,
+            byte_len: u32::try_from(need).unwrap_or(u32::MAX),
+            imm_data: rx.h.imm.unwrap_or(0),
+            src_qp,
+            wc_flags: flags,
+            pkey_index: self.attr.pkey_index,
+            ..Cqe::default()
+        };
+        complete_recv(self, seq, cqe);
+        RxOutcome::Accepted
+    }
+}
