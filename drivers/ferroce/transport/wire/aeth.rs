@@ -71,12 +71,17 @@ impl NakCode {
 /// A decoded AETH syndrome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AethSyndrome {
-    /// Positive acknowledgement with the 5-bit credit count code (see
-    /// [`credits`]; [`CREDITS_UNLIMITED`] means no limit).
-    Ack { credits: u8 },
-    /// Receiver not ready, with the 5-bit minimum RNR NAK timer code (see
-    /// [`rnr_timer_us`]).
-    RnrNak { timer: u8 },
+    /// Positive acknowledgement.
+    Ack {
+        /// The 5-bit credit count code (see [`credits`];
+        /// [`CREDITS_UNLIMITED`] means no limit).
+        credits: u8,
+    },
+    /// Receiver not ready.
+    RnrNak {
+        /// The 5-bit minimum RNR NAK timer code (see [`rnr_timer_us`]).
+        timer: u8,
+    },
     /// Negative acknowledgement.
     Nak(NakCode),
     /// A syndrome the IBTA reserves: type 10, bit 7 set, or a NAK code
@@ -118,6 +123,7 @@ impl AethSyndrome {
         }
     }
 
+    /// A positive acknowledgement.
     pub const fn is_ack(self) -> bool {
         matches!(self, AethSyndrome::Ack { .. })
     }
@@ -189,11 +195,13 @@ pub struct Aeth<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Aeth<T> {
+    /// Wraps `buffer`; [`Error::Truncated`](super::Error::Truncated) if it is shorter than the header.
     pub fn new_checked(buffer: T) -> Result<Self> {
         field::check_len(buffer.as_ref(), AETH_LEN)?;
         Ok(Aeth { buffer })
     }
 
+    /// The wrapped buffer.
     pub fn into_inner(self) -> T {
         self.buffer
     }
@@ -203,6 +211,7 @@ impl<T: AsRef<[u8]>> Aeth<T> {
         field::read_u8(self.buffer.as_ref(), 0)
     }
 
+    /// The syndrome.
     pub fn syndrome(&self) -> AethSyndrome {
         AethSyndrome::from_byte(self.syndrome_byte())
     }
@@ -214,6 +223,7 @@ impl<T: AsRef<[u8]>> Aeth<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Aeth<T> {
+    /// Sets the raw syndrome byte.
     pub fn set_syndrome_byte(&mut self, byte: u8) {
         field::write_u8(self.buffer.as_mut(), 0, byte);
     }
@@ -227,6 +237,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Aeth<T> {
 /// A parsed AETH.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AethRepr {
+    /// The syndrome.
     pub syndrome: AethSyndrome,
     /// Message sequence number, 24 bits.
     pub msn: u32,

@@ -16,11 +16,13 @@ pub struct AtomicAckEth<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> AtomicAckEth<T> {
+    /// Wraps `buffer`; [`Error::Truncated`](super::Error::Truncated) if it is shorter than the header.
     pub fn new_checked(buffer: T) -> Result<Self> {
         field::check_len(buffer.as_ref(), ATOMIC_ACK_ETH_LEN)?;
         Ok(AtomicAckEth { buffer })
     }
 
+    /// The wrapped buffer.
     pub fn into_inner(self) -> T {
         self.buffer
     }
@@ -32,6 +34,7 @@ impl<T: AsRef<[u8]>> AtomicAckEth<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicAckEth<T> {
+    /// Sets the original remote data.
     pub fn set_orig_data(&mut self, value: u64) {
         field::write_be64(self.buffer.as_mut(), 0, value);
     }
@@ -40,6 +43,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicAckEth<T> {
 /// A parsed AtomicAckETH.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AtomicAckEthRepr {
+    /// The original remote data.
     pub orig_data: u64,
 }
 
@@ -47,6 +51,7 @@ impl AtomicAckEthRepr {
     /// Length on the wire.
     pub const LEN: usize = ATOMIC_ACK_ETH_LEN;
 
+    /// Decodes the header; cannot fail once the view exists.
     pub fn parse<T: AsRef<[u8]>>(eth: &AtomicAckEth<T>) -> Result<AtomicAckEthRepr> {
         Ok(AtomicAckEthRepr {
             orig_data: eth.orig_data(),

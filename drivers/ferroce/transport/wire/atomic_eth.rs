@@ -23,19 +23,23 @@ pub struct AtomicEth<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> AtomicEth<T> {
+    /// Wraps `buffer`; [`Error::Truncated`](super::Error::Truncated) if it is shorter than the header.
     pub fn new_checked(buffer: T) -> Result<Self> {
         field::check_len(buffer.as_ref(), ATOMIC_ETH_LEN)?;
         Ok(AtomicEth { buffer })
     }
 
+    /// The wrapped buffer.
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
+    /// The virtual address.
     pub fn va(&self) -> u64 {
         field::read_be64(self.buffer.as_ref(), 0)
     }
 
+    /// The R_Key.
     pub fn r_key(&self) -> u32 {
         field::read_be32(self.buffer.as_ref(), 8)
     }
@@ -52,18 +56,22 @@ impl<T: AsRef<[u8]>> AtomicEth<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicEth<T> {
+    /// Sets the virtual address.
     pub fn set_va(&mut self, va: u64) {
         field::write_be64(self.buffer.as_mut(), 0, va);
     }
 
+    /// Sets the R_Key.
     pub fn set_r_key(&mut self, r_key: u32) {
         field::write_be32(self.buffer.as_mut(), 8, r_key);
     }
 
+    /// Sets the swap (CmpSwap) or add (FetchAdd) data.
     pub fn set_swap_add(&mut self, value: u64) {
         field::write_be64(self.buffer.as_mut(), 12, value);
     }
 
+    /// Sets the compare data (CmpSwap).
     pub fn set_compare(&mut self, value: u64) {
         field::write_be64(self.buffer.as_mut(), 20, value);
     }
@@ -72,9 +80,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AtomicEth<T> {
 /// A parsed AtomicETH.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AtomicEthRepr {
+    /// The virtual address.
     pub va: u64,
+    /// The R_Key.
     pub r_key: u32,
+    /// The swap (CmpSwap) or add (FetchAdd) data.
     pub swap_add: u64,
+    /// The compare data (CmpSwap).
     pub compare: u64,
 }
 
@@ -82,6 +94,7 @@ impl AtomicEthRepr {
     /// Length on the wire.
     pub const LEN: usize = ATOMIC_ETH_LEN;
 
+    /// Decodes the header; cannot fail once the view exists.
     pub fn parse<T: AsRef<[u8]>>(eth: &AtomicEth<T>) -> Result<AtomicEthRepr> {
         Ok(AtomicEthRepr {
             va: eth.va(),

@@ -29,13 +29,13 @@ pub const TVER: u8 = 0;
 pub const QPN_MASK: u32 = 0x00FF_FFFF;
 
 mod off {
-    pub const OPCODE: usize = 0;
-    pub const FLAGS: usize = 1;
-    pub const PKEY: usize = 2;
-    pub const BECN_FECN: usize = 4;
-    pub const DEST_QP: usize = 5;
-    pub const ACK_REQ: usize = 8;
-    pub const PSN: usize = 9;
+    pub(super) const OPCODE: usize = 0;
+    pub(super) const FLAGS: usize = 1;
+    pub(super) const PKEY: usize = 2;
+    pub(super) const BECN_FECN: usize = 4;
+    pub(super) const DEST_QP: usize = 5;
+    pub(super) const ACK_REQ: usize = 8;
+    pub(super) const PSN: usize = 9;
 }
 
 const SE: u8 = 0x80;
@@ -81,6 +81,7 @@ impl<T: AsRef<[u8]>> Bth<T> {
         self.buffer.as_ref()
     }
 
+    /// The opcode.
     pub fn opcode(&self) -> Opcode {
         Opcode(field::read_u8(self.b(), off::OPCODE))
     }
@@ -105,6 +106,7 @@ impl<T: AsRef<[u8]>> Bth<T> {
         field::read_u8(self.b(), off::FLAGS) & TVER_MASK
     }
 
+    /// The P_Key.
     pub fn pkey(&self) -> PKey {
         PKey(field::read_be16(self.b(), off::PKEY))
     }
@@ -139,6 +141,7 @@ impl<T: AsRef<[u8]>> Bth<T> {
         field::read_u8(self.b(), off::ACK_REQ) & RESV7_MASK
     }
 
+    /// The PSN.
     pub fn psn(&self) -> Psn {
         Psn::new(field::read_be24(self.b(), off::PSN))
     }
@@ -163,14 +166,17 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Bth<T> {
         self.update(offset, mask, if on { mask } else { 0 });
     }
 
+    /// Sets the opcode.
     pub fn set_opcode(&mut self, opcode: Opcode) {
         field::write_u8(self.bm(), off::OPCODE, opcode.0);
     }
 
+    /// Sets the Solicited Event (SE) bit.
     pub fn set_solicited(&mut self, on: bool) {
         self.set_flag(off::FLAGS, SE, on);
     }
 
+    /// Sets the MigReq bit.
     pub fn set_mig_req(&mut self, on: bool) {
         self.set_flag(off::FLAGS, MIG_REQ, on);
     }
@@ -185,18 +191,22 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Bth<T> {
         self.update(off::FLAGS, TVER_MASK, tver);
     }
 
+    /// Sets the P_Key.
     pub fn set_pkey(&mut self, pkey: PKey) {
         field::write_be16(self.bm(), off::PKEY, pkey.0);
     }
 
+    /// Sets the FECN bit.
     pub fn set_fecn(&mut self, on: bool) {
         self.set_flag(off::BECN_FECN, FECN, on);
     }
 
+    /// Sets the BECN bit.
     pub fn set_becn(&mut self, on: bool) {
         self.set_flag(off::BECN_FECN, BECN, on);
     }
 
+    /// Sets the six reserved bits after BECN.
     pub fn set_resv6(&mut self, bits: u8) {
         self.update(off::BECN_FECN, RESV6_MASK, bits);
     }
@@ -206,14 +216,17 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Bth<T> {
         field::write_be24(self.bm(), off::DEST_QP, qpn);
     }
 
+    /// Sets the AckReq bit.
     pub fn set_ack_req(&mut self, on: bool) {
         self.set_flag(off::ACK_REQ, ACK_REQ, on);
     }
 
+    /// Sets the seven reserved bits after AckReq.
     pub fn set_resv7(&mut self, bits: u8) {
         self.update(off::ACK_REQ, RESV7_MASK, bits);
     }
 
+    /// Sets the PSN.
     pub fn set_psn(&mut self, psn: Psn) {
         field::write_be24(self.bm(), off::PSN, psn.value());
     }
@@ -223,18 +236,26 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Bth<T> {
 /// and sent as zero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BthRepr {
+    /// The opcode.
     pub opcode: Opcode,
+    /// The Solicited Event (SE) bit.
     pub solicited: bool,
+    /// The MigReq bit.
     pub mig_req: bool,
     /// Pad count, 0..=3. [`super::packet::emit`] computes it from the
     /// payload; [`BthRepr::emit`] writes it as given.
     pub pad_count: u8,
+    /// The P_Key.
     pub pkey: PKey,
+    /// The FECN bit.
     pub fecn: bool,
+    /// The BECN bit.
     pub becn: bool,
     /// Destination QP number, 24 bits.
     pub dest_qp: u32,
+    /// The AckReq bit.
     pub ack_req: bool,
+    /// The PSN.
     pub psn: Psn,
 }
 

@@ -26,15 +26,18 @@ pub struct Deth<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Deth<T> {
+    /// Wraps `buffer`; [`Error::Truncated`](super::Error::Truncated) if it is shorter than the header.
     pub fn new_checked(buffer: T) -> Result<Self> {
         field::check_len(buffer.as_ref(), DETH_LEN)?;
         Ok(Deth { buffer })
     }
 
+    /// The wrapped buffer.
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
+    /// The Q_Key.
     pub fn q_key(&self) -> u32 {
         field::read_be32(self.buffer.as_ref(), 0)
     }
@@ -51,10 +54,12 @@ impl<T: AsRef<[u8]>> Deth<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Deth<T> {
+    /// Sets the Q_Key.
     pub fn set_q_key(&mut self, q_key: u32) {
         field::write_be32(self.buffer.as_mut(), 0, q_key);
     }
 
+    /// Sets the reserved byte.
     pub fn set_resv8(&mut self, value: u8) {
         field::write_u8(self.buffer.as_mut(), 4, value);
     }
@@ -68,6 +73,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Deth<T> {
 /// A parsed DETH.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DethRepr {
+    /// The Q_Key.
     pub q_key: u32,
     /// Source QP number, 24 bits.
     pub src_qp: u32,
@@ -77,6 +83,7 @@ impl DethRepr {
     /// Length on the wire.
     pub const LEN: usize = DETH_LEN;
 
+    /// Decodes the header; cannot fail once the view exists.
     pub fn parse<T: AsRef<[u8]>>(deth: &Deth<T>) -> Result<DethRepr> {
         Ok(DethRepr {
             q_key: deth.q_key(),

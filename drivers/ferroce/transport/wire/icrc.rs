@@ -100,6 +100,7 @@ impl Default for Crc32 {
 }
 
 impl Crc32 {
+    /// A CRC with nothing fed yet.
     pub const fn new() -> Crc32 {
         Crc32 { state: !0 }
     }
@@ -245,13 +246,16 @@ pub fn icrc_ipv6(ip: &[u8], udp: &[u8], transport: &[u8]) -> Result<u32> {
 /// IP version of a RoCEv2 packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum IpVersion {
+    /// IPv4.
     V4,
+    /// IPv6.
     V6,
 }
 
 /// A complete RoCEv2 IP packet cut into its parts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RocePacket<'a> {
+    /// The IP version.
     pub version: IpVersion,
     /// The IP header (IPv4 options included).
     pub ip: &'a [u8],

@@ -16,21 +16,25 @@ pub struct Ieth<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Ieth<T> {
+    /// Wraps `buffer`; [`Error::Truncated`](super::Error::Truncated) if it is shorter than the header.
     pub fn new_checked(buffer: T) -> Result<Self> {
         field::check_len(buffer.as_ref(), IETH_LEN)?;
         Ok(Ieth { buffer })
     }
 
+    /// The wrapped buffer.
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
+    /// The R_Key.
     pub fn r_key(&self) -> u32 {
         field::read_be32(self.buffer.as_ref(), 0)
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ieth<T> {
+    /// Sets the R_Key.
     pub fn set_r_key(&mut self, r_key: u32) {
         field::write_be32(self.buffer.as_mut(), 0, r_key);
     }
@@ -47,6 +51,7 @@ impl IethRepr {
     /// Length on the wire.
     pub const LEN: usize = IETH_LEN;
 
+    /// Decodes the header; cannot fail once the view exists.
     pub fn parse<T: AsRef<[u8]>>(ieth: &Ieth<T>) -> Result<IethRepr> {
         Ok(IethRepr {
             r_key: ieth.r_key(),

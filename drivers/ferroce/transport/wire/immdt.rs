@@ -20,11 +20,13 @@ pub struct ImmDt<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> ImmDt<T> {
+    /// Wraps `buffer`; [`Error::Truncated`](super::Error::Truncated) if it is shorter than the header.
     pub fn new_checked(buffer: T) -> Result<Self> {
         field::check_len(buffer.as_ref(), IMMDT_LEN)?;
         Ok(ImmDt { buffer })
     }
 
+    /// The wrapped buffer.
     pub fn into_inner(self) -> T {
         self.buffer
     }
@@ -36,6 +38,7 @@ impl<T: AsRef<[u8]>> ImmDt<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> ImmDt<T> {
+    /// Sets the immediate data.
     pub fn set_imm(&mut self, imm: u32) {
         field::write_be32(self.buffer.as_mut(), 0, imm);
     }
@@ -52,6 +55,7 @@ impl ImmDtRepr {
     /// Length on the wire.
     pub const LEN: usize = IMMDT_LEN;
 
+    /// Decodes the header; cannot fail once the view exists.
     pub fn parse<T: AsRef<[u8]>>(immdt: &ImmDt<T>) -> Result<ImmDtRepr> {
         Ok(ImmDtRepr { imm: immdt.imm() })
     }

@@ -16,44 +16,81 @@ pub struct Opcode(pub u8);
 
 impl Opcode {
     // Reliable Connection (000xxxxx).
+    /// RC SEND FIRST (0x00).
     pub const RC_SEND_FIRST: Opcode = Opcode(0x00);
+    /// RC SEND MIDDLE (0x01).
     pub const RC_SEND_MIDDLE: Opcode = Opcode(0x01);
+    /// RC SEND LAST (0x02).
     pub const RC_SEND_LAST: Opcode = Opcode(0x02);
+    /// RC SEND LAST WITH IMMEDIATE (0x03).
     pub const RC_SEND_LAST_WITH_IMMEDIATE: Opcode = Opcode(0x03);
+    /// RC SEND ONLY (0x04).
     pub const RC_SEND_ONLY: Opcode = Opcode(0x04);
+    /// RC SEND ONLY WITH IMMEDIATE (0x05).
     pub const RC_SEND_ONLY_WITH_IMMEDIATE: Opcode = Opcode(0x05);
+    /// RC RDMA WRITE FIRST (0x06).
     pub const RC_RDMA_WRITE_FIRST: Opcode = Opcode(0x06);
+    /// RC RDMA WRITE MIDDLE (0x07).
     pub const RC_RDMA_WRITE_MIDDLE: Opcode = Opcode(0x07);
+    /// RC RDMA WRITE LAST (0x08).
     pub const RC_RDMA_WRITE_LAST: Opcode = Opcode(0x08);
+    /// RC RDMA WRITE LAST WITH IMMEDIATE (0x09).
     pub const RC_RDMA_WRITE_LAST_WITH_IMMEDIATE: Opcode = Opcode(0x09);
+    /// RC RDMA WRITE ONLY (0x0A).
     pub const RC_RDMA_WRITE_ONLY: Opcode = Opcode(0x0A);
+    /// RC RDMA WRITE ONLY WITH IMMEDIATE (0x0B).
     pub const RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE: Opcode = Opcode(0x0B);
+    /// RC RDMA READ REQUEST (0x0C).
     pub const RC_RDMA_READ_REQUEST: Opcode = Opcode(0x0C);
+    /// RC RDMA READ RESPONSE FIRST (0x0D).
     pub const RC_RDMA_READ_RESPONSE_FIRST: Opcode = Opcode(0x0D);
+    /// RC RDMA READ RESPONSE MIDDLE (0x0E).
     pub const RC_RDMA_READ_RESPONSE_MIDDLE: Opcode = Opcode(0x0E);
+    /// RC RDMA READ RESPONSE LAST (0x0F).
     pub const RC_RDMA_READ_RESPONSE_LAST: Opcode = Opcode(0x0F);
+    /// RC RDMA READ RESPONSE ONLY (0x10).
     pub const RC_RDMA_READ_RESPONSE_ONLY: Opcode = Opcode(0x10);
+    /// RC ACKNOWLEDGE (0x11).
     pub const RC_ACKNOWLEDGE: Opcode = Opcode(0x11);
+    /// RC ATOMIC ACKNOWLEDGE (0x12).
     pub const RC_ATOMIC_ACKNOWLEDGE: Opcode = Opcode(0x12);
+    /// RC COMPARE SWAP (0x13).
     pub const RC_COMPARE_SWAP: Opcode = Opcode(0x13);
+    /// RC FETCH ADD (0x14).
     pub const RC_FETCH_ADD: Opcode = Opcode(0x14);
+    /// RC SEND LAST WITH INVALIDATE (0x16).
     pub const RC_SEND_LAST_WITH_INVALIDATE: Opcode = Opcode(0x16);
+    /// RC SEND ONLY WITH INVALIDATE (0x17).
     pub const RC_SEND_ONLY_WITH_INVALIDATE: Opcode = Opcode(0x17);
     // Unreliable Connection (001xxxxx).
+    /// UC SEND FIRST (0x20).
     pub const UC_SEND_FIRST: Opcode = Opcode(0x20);
+    /// UC SEND MIDDLE (0x21).
     pub const UC_SEND_MIDDLE: Opcode = Opcode(0x21);
+    /// UC SEND LAST (0x22).
     pub const UC_SEND_LAST: Opcode = Opcode(0x22);
+    /// UC SEND LAST WITH IMMEDIATE (0x23).
     pub const UC_SEND_LAST_WITH_IMMEDIATE: Opcode = Opcode(0x23);
+    /// UC SEND ONLY (0x24).
     pub const UC_SEND_ONLY: Opcode = Opcode(0x24);
+    /// UC SEND ONLY WITH IMMEDIATE (0x25).
     pub const UC_SEND_ONLY_WITH_IMMEDIATE: Opcode = Opcode(0x25);
+    /// UC RDMA WRITE FIRST (0x26).
     pub const UC_RDMA_WRITE_FIRST: Opcode = Opcode(0x26);
+    /// UC RDMA WRITE MIDDLE (0x27).
     pub const UC_RDMA_WRITE_MIDDLE: Opcode = Opcode(0x27);
+    /// UC RDMA WRITE LAST (0x28).
     pub const UC_RDMA_WRITE_LAST: Opcode = Opcode(0x28);
+    /// UC RDMA WRITE LAST WITH IMMEDIATE (0x29).
     pub const UC_RDMA_WRITE_LAST_WITH_IMMEDIATE: Opcode = Opcode(0x29);
+    /// UC RDMA WRITE ONLY (0x2A).
     pub const UC_RDMA_WRITE_ONLY: Opcode = Opcode(0x2A);
+    /// UC RDMA WRITE ONLY WITH IMMEDIATE (0x2B).
     pub const UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE: Opcode = Opcode(0x2B);
     // Unreliable Datagram (011xxxxx).
+    /// UD SEND ONLY (0x64).
     pub const UD_SEND_ONLY: Opcode = Opcode(0x64);
+    /// UD SEND ONLY WITH IMMEDIATE (0x65).
     pub const UD_SEND_ONLY_WITH_IMMEDIATE: Opcode = Opcode(0x65);
     /// RoCEv2 Congestion Notification Packet (annex A17.9.3).
     pub const CNP: Opcode = Opcode(0x81);
@@ -106,8 +143,11 @@ pub enum Operation {
 /// Where a packet sits in its message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Position {
+    /// First packet of a multi-packet message.
     First,
+    /// Neither first nor last.
     Middle,
+    /// Last packet of a multi-packet message.
     Last,
     /// The whole message in one packet (also single-packet operations
     /// such as ACKs, READ requests, atomics and CNPs).
@@ -238,9 +278,13 @@ impl ExtHeaders {
 /// Everything the engine needs to know about an implemented opcode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct OpcodeInfo {
+    /// The opcode.
     pub opcode: Opcode,
+    /// The transport service.
     pub transport: Transport,
+    /// The operation.
     pub operation: Operation,
+    /// The position in the message.
     pub position: Position,
     /// Extension headers between the BTH and the payload.
     pub headers: ExtHeaders,
@@ -285,10 +329,12 @@ impl OpcodeInfo {
         matches!(self.transport, Transport::Rc) && self.is_request()
     }
 
+    /// A SEND (any variant).
     pub const fn is_send(&self) -> bool {
         matches!(self.operation, Operation::Send)
     }
 
+    /// An RDMA WRITE (plain or with immediate).
     pub const fn is_rdma_write(&self) -> bool {
         matches!(self.operation, Operation::RdmaWrite)
     }

@@ -26,13 +26,21 @@ use super::{Error, Result};
 /// CNP, whose 16 reserved bytes have no fields, all are `None`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Headers {
+    /// The BTH.
     pub bth: BthRepr,
+    /// The DETH, when the opcode has one.
     pub deth: Option<DethRepr>,
+    /// The RETH, when the opcode has one.
     pub reth: Option<RethRepr>,
+    /// The AtomicETH, when the opcode has one.
     pub atomic_eth: Option<AtomicEthRepr>,
+    /// The AETH, when the opcode has one.
     pub aeth: Option<AethRepr>,
+    /// The AtomicAckETH, when the opcode has one.
     pub atomic_ack_eth: Option<AtomicAckEthRepr>,
+    /// The ImmDt header, when the opcode has one.
     pub immdt: Option<ImmDtRepr>,
+    /// The IETH, when the opcode has one.
     pub ieth: Option<IethRepr>,
 }
 
@@ -141,10 +149,12 @@ pub struct TransportPacket<'a> {
 }
 
 impl TransportPacket<'_> {
+    /// The PSN.
     pub fn psn(&self) -> Psn {
         self.headers.bth.psn
     }
 
+    /// The destination QP number.
     pub fn dest_qp(&self) -> u32 {
         self.headers.bth.dest_qp
     }

@@ -22,19 +22,23 @@ pub struct Reth<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Reth<T> {
+    /// Wraps `buffer`; [`Error::Truncated`](super::Error::Truncated) if it is shorter than the header.
     pub fn new_checked(buffer: T) -> Result<Self> {
         field::check_len(buffer.as_ref(), RETH_LEN)?;
         Ok(Reth { buffer })
     }
 
+    /// The wrapped buffer.
     pub fn into_inner(self) -> T {
         self.buffer
     }
 
+    /// The virtual address.
     pub fn va(&self) -> u64 {
         field::read_be64(self.buffer.as_ref(), 0)
     }
 
+    /// The R_Key.
     pub fn r_key(&self) -> u32 {
         field::read_be32(self.buffer.as_ref(), 8)
     }
@@ -46,14 +50,17 @@ impl<T: AsRef<[u8]>> Reth<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Reth<T> {
+    /// Sets the virtual address.
     pub fn set_va(&mut self, va: u64) {
         field::write_be64(self.buffer.as_mut(), 0, va);
     }
 
+    /// Sets the R_Key.
     pub fn set_r_key(&mut self, r_key: u32) {
         field::write_be32(self.buffer.as_mut(), 8, r_key);
     }
 
+    /// Sets the DMA length.
     pub fn set_dma_len(&mut self, len: u32) {
         field::write_be32(self.buffer.as_mut(), 12, len);
     }
@@ -62,8 +69,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Reth<T> {
 /// A parsed RETH.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RethRepr {
+    /// The virtual address.
     pub va: u64,
+    /// The R_Key.
     pub r_key: u32,
+    /// The DMA length.
     pub dma_len: u32,
 }
 
@@ -71,6 +81,7 @@ impl RethRepr {
     /// Length on the wire.
     pub const LEN: usize = RETH_LEN;
 
+    /// Decodes the header; cannot fail once the view exists.
     pub fn parse<T: AsRef<[u8]>>(reth: &Reth<T>) -> Result<RethRepr> {
         Ok(RethRepr {
             va: reth.va(),
