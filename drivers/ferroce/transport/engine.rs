@@ -217,6 +217,12 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         self.pkey = pkey;
     }
 
+    /// Sets the path MTU directly: for UD, where Modify QP carries no
+    /// PATH_MTU, the glue passes the port's active MTU here.
+    pub fn set_path_mtu(&mut self, mtu: super::qp::Mtu) {
+        self.attr.path_mtu = mtu;
+    }
+
     /// Path MTU in bytes.
     pub(super) fn pmtu(&self) -> u32 {
         self.attr.path_mtu.bytes()
