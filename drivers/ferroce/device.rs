@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A ferroce RDMA device: one `ib_device` bound to one Ethernet netdev, with
+//! one RoCE v2 port. This file holds what the device *is* and *answers*; the
+//! callbacks that reach it from the RDMA core are in `rdma.rs`.
+
+use crate::ffi as b;
+use crate::rdma::{DeviceAttrs, NetDev, PortAttrs};
+use kernel::prelude::*;
+
+/// The uverbs ABI version module and provider agree on (ferroce-abi.h).
+pub(crate) const ABI_VERSION: u32 = b::FERROCE_UVERBS_ABI_VERSION;
+/// ferroce's private `rdma_driver_id` (ferroce-abi.h).
+pub(crate) const DRIVER_ID: u32 = b::FERROCE_DRIVER_ID;
+
+/// Bytes of RoCEv2 encapsulation inside the netdev MTU that an IB MTU must
+/// leave room for: IPv6 (40, the larger IP header), UDP (8), BTH (12), the
+/// largest extended header set that rides with payload (RETH 16 + ImmDt 4,
+/// or DETH 8 + ImmDt 4) and the ICRC (4).
+const ROCE_OVERHEAD: u32 = 40 + 8 + 12 + 20 + 4;
+
+/// Size of the port's GID table (RoCE v1/v2 entries for each IPv4/IPv6
+/// address of the netdev; the core fills it).
+const GID_TABLE_LEN: i32 = 1024;
+/// One P_Key, the default full-membership key.
+const PKEY_TABLE_LEN: u16 = 1;
+/// The IBTA's largest message: 2^31 bytes.
+const MAX_MSG_SIZE: u32 = 1 << 31;
+
+/// Device attributes, as `query_device` reports them.
+///
+/// Honest: only what works is advertised. Objects that do not exist yet in
+/// the module (PD, CQ, QP, MR, SRQ, AH, MW: issue 4 onwards) have limits of
+/// zero and their verbs answer EOPNOTSUPP.
+pub(crate) fn device_attrs(node_guid: u64) -> DeviceAttrs {
+    DeviceAttrs {
+        sys_image_guid: node_guid,
+        vendor_id: 0,
+        vendor_part_id: 0,
+        hw_ver: 0,
+        max_pkeys: PKEY_TABLE_LEN,
+        // 4.096 us * 2^15 = 134 ms: a software device's worst-case ACK turnaround.
+        local_ca_ack_delay: 15,
+        page_size_cap: !0xfffu64,
+        allow_user_unregister: true,
+    }
+}
+
+/// Port attributes of port 1, read live from the netdev.
+pub(crate) fn port_attrs(ndev: &NetDev) -> PortAttrs {
+    let mtu = ndev.mtu();
+    let active = ndev.port_active();
+    PortAttrs {
+        active,
+        up: ndev.is_up(),
+        active_mtu: crate::rdma::ib_mtu_from_bytes(mtu.saturating_sub(ROCE_OVERHEAD)),
+        gid_tbl_len: GID_TABLE_LEN,
+        pkey_tbl_len: PKEY_TABLE_LEN,
+        max_msg_sz: MAX_MSG_SIZE,
+    }
+}
+
+/// `rdma link add NAME type ferroce netdev DEV`: checks the request; the
+/// caller (`rdma::newlink`) then allocates and registers the device.
+pub(crate) fn check_newlink(name: &CStr, ndev: &NetDev) -> Result {
+    if !ndev.is_ethernet() {
+        pr_err!(
+            "cannot add {}: netdev {} is not an Ethernet device\n",
+            name.to_str().unwrap_or("?"),
+            ndev.name()
+        );
+        return Err(EINVAL);
+    }
+    if ndev.has_ferroce_device() {
+        pr_err!(
+            "cannot add {}: netdev {} already has a ferroce device (delete it first with `rdma link delete`)\n",
+            name.to_str().unwrap_or("?"),
+            ndev.name()
+        );
+        return Err(EEXIST);
+    }
+    Ok(())
+}
+
+/// Node GUID from the netdev's MAC (EUI-48 to EUI-64), as RoCE devices do.
+pub(crate) fn node_guid(ndev: &NetDev) -> u64 {
+    ndev.eui64()
+}

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! ferroce: a software RDMA device speaking RoCEv2 (IBTA transport over
+//! UDP/IP), driven by unmodified verbs software through its rdma-core
+//! provider.
+//!
+//! Layout:
+//! - [`ffi`]: the bindgen-generated C declarations (the only raw C names);
+//! - [`rdma`]: everything that crosses into or out of the RDMA core and the
+//!   networking stack: callbacks, registrations, raw pointers; all `unsafe`
+//!   code of the module lives there;
+//! - [`device`]: what a ferroce device is and answers, in safe Rust;
+//! - [`transport`]: the sans-IO IBTA transport engine, shared verbatim with
+//!   the host crate in `transport/` where it is tested and simulated.
+
+use kernel::prelude::*;
+
+mod device;
+mod ffi;
+mod rdma;
+#[allow(dead_code, unused_imports, unreachable_pub, missing_docs, clippy::all)]
+mod transport;
+
+module! {
+    type: Ferroce,
+    name: "ferroce",
+    authors: ["ferroce developers"],
+    description: "Software RDMA over Converged Ethernet (RoCEv2) device",
+    license: "GPL",
+    alias: ["rdma-link-ferroce"],
+}
+
+struct Ferroce {
+    _registration: rdma::Registration,
+}
+
+impl kernel::Module for Ferroce {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        let registration = rdma::Registration::new()?;
+        pr_info!(
+            "loaded: `rdma link add NAME type ferroce netdev DEV` creates a device (uverbs ABI {})\n",
+            device::ABI_VERSION
+        );
+        Ok(Self {
+            _registration: registration,
+        })
+    }
+}

@@ -1,0 +1,479 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The boundary between ferroce and the kernel's RDMA core and networking
+//! stack. Every callback the core makes into ferroce enters here, every raw
+//! pointer is turned into a safe view here, and every `unsafe` block of the
+//! module is here. Shaped as a future `kernel::rdma` would be: the rest of
+//! the crate (`device.rs`) sees only safe types.
+
+use crate::device;
+use crate::ffi as b;
+use core::cell::UnsafeCell;
+use core::ffi::{c_char, c_int, c_ulong, c_void, CStr};
+use kernel::error::{to_result, Error};
+use kernel::prelude::*;
+
+/// A C structure that the kernel links into one of its lists (the RDMA link
+/// types, the netdev notifier chain) for as long as the module is loaded.
+struct Registered<T>(UnsafeCell<T>);
+
+// SAFETY: the wrapped structures are written only before registration (in
+// `Registration::new`, single-threaded module init); afterwards only the
+// kernel touches them, under its own locks.
+unsafe impl<T> Sync for Registered<T> {}
+
+impl<T> Registered<T> {
+    fn get(&self) -> *mut T {
+        self.0.get()
+    }
+}
+
+static LINK_OPS: Registered<b::rdma_link_ops> = Registered(UnsafeCell::new({
+    // SAFETY: all-zero is a valid `rdma_link_ops`: an unlinked list head and
+    // null callbacks.
+    let mut ops: b::rdma_link_ops = unsafe { core::mem::zeroed() };
+    ops.type_ = c"ferroce".as_ptr();
+    ops.newlink = Some(newlink);
+    ops.dellink = Some(dellink);
+    ops
+}));
+
+static NETDEV_NOTIFIER: Registered<b::notifier_block> = Registered(UnsafeCell::new({
+    // SAFETY: all-zero is a valid unregistered `notifier_block`.
+    let mut nb: b::notifier_block = unsafe { core::mem::zeroed() };
+    nb.notifier_call = Some(netdev_event);
+    nb
+}));
+
+/// The module's registrations with the kernel; dropping it undoes them and
+/// removes every ferroce device.
+pub(crate) struct Registration(());
+
+impl Registration {
+    pub(crate) fn new() -> Result<Self> {
+        // SAFETY: the notifier block is static and stays valid until `drop`
+        // unregisters it.
+        to_result(unsafe { b::register_netdevice_notifier(NETDEV_NOTIFIER.get()) })?;
+        // SAFETY: as above, for the link ops; `rdma_link_register` cannot fail.
+        unsafe { b::rdma_link_register(LINK_OPS.get()) };
+        Ok(Self(()))
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        // SAFETY: registered in `new`. After the link type is gone no new
+        // device can appear; `ib_unregister_driver` then removes (and waits
+        // for) all of ours, including queued unregistrations, before the
+        // notifier that may queue them goes away.
+        unsafe {
+            b::rdma_link_unregister(LINK_OPS.get());
+            b::ib_unregister_driver(device::DRIVER_ID);
+            b::unregister_netdevice_notifier(NETDEV_NOTIFIER.get());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// net_device
+
+/// A borrowed `net_device`, valid for the callback that received it.
+pub(crate) struct NetDev(*mut b::net_device);
+
+impl NetDev {
+    /// # Safety
+    /// `ptr` must point to a `net_device` the caller holds a reference on for
+    /// the lifetime of the returned value.
+    unsafe fn from_raw(ptr: *mut b::net_device) -> Self {
+        Self(ptr)
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        // SAFETY: by the type invariant the device is alive; its name is a
+        // NUL-terminated array inside it.
+        let name = unsafe { CStr::from_ptr(b::ferroce_netdev_name(self.0)) };
+        name.to_str().unwrap_or("?")
+    }
+
+    pub(crate) fn mtu(&self) -> u32 {
+        // SAFETY: the device is alive (type invariant).
+        unsafe { b::ferroce_netdev_mtu(self.0) }
+    }
+
+    pub(crate) fn is_up(&self) -> bool {
+        // SAFETY: the device is alive (type invariant).
+        unsafe { b::ferroce_netdev_is_up(self.0) }
+    }
+
+    pub(crate) fn port_active(&self) -> bool {
+        // SAFETY: the device is alive (type invariant).
+        unsafe { b::ferroce_port_state(self.0) == b::ib_port_state_IB_PORT_ACTIVE }
+    }
+
+    pub(crate) fn is_ethernet(&self) -> bool {
+        // SAFETY: the device is alive (type invariant).
+        unsafe { b::ferroce_netdev_is_ether(self.0) }
+    }
+
+    /// The netdev's MAC turned into an EUI-64, in network byte order.
+    pub(crate) fn eui64(&self) -> u64 {
+        let mut mac = [0u8; 6];
+        let mut guid: u64 = 0;
+        // SAFETY: the device is alive; `mac` has room for the 6 bytes asked
+        // for and `guid` for the 8 written.
+        unsafe {
+            b::ferroce_netdev_hwaddr(self.0, mac.as_mut_ptr(), mac.len() as u32);
+            b::ferroce_eui48_to_guid(&mut guid as *mut u64 as *mut _, mac.as_ptr());
+        }
+        guid
+    }
+
+    pub(crate) fn has_ferroce_device(&self) -> bool {
+        // SAFETY: the device is alive; a non-null result carries a reference
+        // that is dropped at once.
+        unsafe {
+            let ibdev = b::ib_device_get_by_netdev(self.0, device::DRIVER_ID);
+            if ibdev.is_null() {
+                false
+            } else {
+                b::ib_device_put(ibdev);
+                true
+            }
+        }
+    }
+}
+
+/// A netdev reference taken from an `ib_device`'s port, dropped with the value.
+struct NetDevRef(NetDev);
+
+impl NetDevRef {
+    fn of_port(ibdev: *mut b::ib_device, port: u32) -> Option<Self> {
+        // SAFETY: `ibdev` is a live registered device (callers are RDMA core
+        // callbacks); a non-null result carries a reference we own.
+        let ndev = unsafe { b::ib_device_get_netdev(ibdev, port) };
+        if ndev.is_null() {
+            None
+        } else {
+            // SAFETY: we hold the reference until `drop`.
+            Some(Self(unsafe { NetDev::from_raw(ndev) }))
+        }
+    }
+}
+
+impl Drop for NetDevRef {
+    fn drop(&mut self) {
+        // SAFETY: releases the reference taken in `of_port`.
+        unsafe { b::ferroce_dev_put((self.0).0) };
+    }
+}
+
+/// The IB MTU enum value for a payload size in bytes.
+pub(crate) fn ib_mtu_from_bytes(bytes: u32) -> u32 {
+    // SAFETY: a pure function of its argument.
+    unsafe { b::ferroce_ib_mtu_int_to_enum(bytes.min(i32::MAX as u32) as i32) }
+}
+
+// ---------------------------------------------------------------------------
+// Attributes as the device logic describes them, written into the core's
+// structures here.
+
+pub(crate) struct DeviceAttrs {
+    pub(crate) sys_image_guid: u64,
+    pub(crate) vendor_id: u32,
+    pub(crate) vendor_part_id: u32,
+    pub(crate) hw_ver: u32,
+    pub(crate) max_pkeys: u16,
+    pub(crate) local_ca_ack_delay: u8,
+    pub(crate) page_size_cap: u64,
+    pub(crate) allow_user_unregister: bool,
+}
+
+pub(crate) struct PortAttrs {
+    pub(crate) active: bool,
+    pub(crate) up: bool,
+    pub(crate) active_mtu: u32,
+    pub(crate) gid_tbl_len: i32,
+    pub(crate) pkey_tbl_len: u16,
+    pub(crate) max_msg_sz: u32,
+}
+
+// ---------------------------------------------------------------------------
+// The ferroce device as the RDMA core allocates it.
+
+/// ferroce's device structure. The RDMA core allocates it (`_ib_alloc_device`
+/// with our size, zeroed) and frees it; `ib_device` must come first.
+#[repr(C)]
+pub(crate) struct FerroceDevice {
+    ib: b::ib_device,
+}
+
+const _: () = assert!(core::mem::offset_of!(FerroceDevice, ib) == 0);
+
+fn errno(r: Result) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+fn device_ops() -> b::ib_device_ops {
+    // SAFETY: all-zero is a valid `ib_device_ops`: no callbacks, no sizes.
+    let mut ops: b::ib_device_ops = unsafe { core::mem::zeroed() };
+    // SAFETY: returns this module's `struct module`.
+    ops.owner = unsafe { b::ferroce_this_module() };
+    ops.driver_id = device::DRIVER_ID;
+    ops.uverbs_abi_ver = device::ABI_VERSION;
+    ops.set_uverbs_robust_udata(1);
+    ops.query_device = Some(query_device);
+    ops.query_port = Some(query_port);
+    ops.query_pkey = Some(query_pkey);
+    ops.get_port_immutable = Some(get_port_immutable);
+    ops.get_link_layer = Some(get_link_layer);
+    ops.alloc_ucontext = Some(alloc_ucontext);
+    ops.dealloc_ucontext = Some(dealloc_ucontext);
+    ops.dealloc_driver = Some(dealloc_driver);
+    ops.size_ib_ucontext = core::mem::size_of::<FerroceUcontext>();
+    ops
+}
+
+/// `rdma_link_ops.newlink`: `rdma link add NAME type ferroce netdev DEV`.
+unsafe extern "C" fn newlink(name: *const c_char, ndev: *mut b::net_device) -> c_int {
+    // SAFETY: the core passes a NUL-terminated device name and a netdev it
+    // holds a reference on for the duration of the call.
+    let (name, ndev) = unsafe { (CStr::from_ptr(name), NetDev::from_raw(ndev)) };
+    errno(add_device(name, &ndev))
+}
+
+fn add_device(name: &CStr, ndev: &NetDev) -> Result {
+    device::check_newlink(name, ndev)?;
+    // SAFETY: allocates a zeroed device of our size in the initial network
+    // namespace; checked for null below.
+    let ibdev = unsafe {
+        b::_ib_alloc_device(core::mem::size_of::<FerroceDevice>(), b::ferroce_init_net())
+    };
+    if ibdev.is_null() {
+        return Err(ENOMEM);
+    }
+    let ops = device_ops();
+    // SAFETY: `ibdev` is a fresh, unregistered device we exclusively own;
+    // on any failure before registration succeeds it is freed with
+    // `ib_dealloc_device` and never touched again.
+    let ret = unsafe {
+        b::ferroce_mark_name_assigned_by_user(ibdev);
+        (*ibdev).node_type = b::RDMA_NODE_IB_CA as _;
+        (*ibdev).phys_port_cnt = 1;
+        (*ibdev).num_comp_vectors = 1;
+        (*ibdev).local_dma_lkey = 0;
+        (*ibdev).node_guid = device::node_guid(ndev);
+        let desc = b"ferroce";
+        for (d, s) in (*ibdev).node_desc.iter_mut().zip(desc.iter()) {
+            *d = *s as c_char;
+        }
+        b::ib_set_device_ops(ibdev, &ops);
+        let mut ret = b::ib_device_set_netdev(ibdev, ndev.0, 1);
+        if ret == 0 {
+            ret = b::ib_register_device(ibdev, name.as_ptr(), core::ptr::null_mut());
+        }
+        if ret != 0 {
+            b::ib_dealloc_device(ibdev);
+        }
+        ret
+    };
+    match ret {
+        0 => {
+            pr_info!(
+                "{}: created on {} (RoCE v2, MTU {})\n",
+                name.to_str().unwrap_or("?"),
+                ndev.name(),
+                ndev.mtu()
+            );
+            Ok(())
+        }
+        // The core's name check answers ENFILE; say what it means.
+        e if e == ENFILE.to_errno() => {
+            pr_err!(
+                "cannot add {}: an RDMA device of that name already exists\n",
+                name.to_str().unwrap_or("?")
+            );
+            Err(EEXIST)
+        }
+        e => {
+            pr_err!("cannot add {}: registration failed ({})\n", name.to_str().unwrap_or("?"), e);
+            Err(Error::from_errno(e))
+        }
+    }
+}
+
+/// `rdma_link_ops.dellink`: nothing to release before the core unregisters
+/// the device itself (it must not be unregistered here).
+unsafe extern "C" fn dellink(_ibdev: *mut b::ib_device) -> c_int {
+    0
+}
+
+/// The netdev notifier: a ferroce device goes away with its netdev.
+unsafe extern "C" fn netdev_event(
+    _nb: *mut b::notifier_block,
+    event: c_ulong,
+    ptr: *mut c_void,
+) -> c_int {
+    if event != b::netdev_cmd_NETDEV_UNREGISTER as c_ulong {
+        return b::NOTIFY_DONE as c_int;
+    }
+    // SAFETY: netdev notifier chains pass a `netdev_notifier_info`; the
+    // netdev is alive for the duration of the call. A non-null device comes
+    // with a reference, released below.
+    unsafe {
+        let ndev = b::ferroce_notifier_info_to_dev(ptr);
+        let ibdev = b::ib_device_get_by_netdev(ndev, device::DRIVER_ID);
+        if !ibdev.is_null() {
+            b::ib_unregister_device_queued(ibdev);
+            b::ib_device_put(ibdev);
+        }
+    }
+    b::NOTIFY_DONE as c_int
+}
+
+unsafe extern "C" fn dealloc_driver(_ibdev: *mut b::ib_device) {
+    // Nothing of ours outlives registration yet; the core frees the memory.
+}
+
+unsafe extern "C" fn query_device(
+    ibdev: *mut b::ib_device,
+    attr: *mut b::ib_device_attr,
+    udata: *mut b::ib_udata,
+) -> c_int {
+    // SAFETY: the core passes its udata (or null) for the call.
+    if unsafe { b::ferroce_udata_inlen(udata) != 0 || b::ferroce_udata_outlen(udata) != 0 } {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: `ibdev` is our live device; `attr` points to a zeroed
+    // attribute structure the core owns for the call.
+    unsafe {
+        let a = device::device_attrs((*ibdev).node_guid);
+        let out = &mut *attr;
+        out.sys_image_guid = a.sys_image_guid;
+        out.vendor_id = a.vendor_id;
+        out.vendor_part_id = a.vendor_part_id;
+        out.hw_ver = a.hw_ver;
+        out.max_pkeys = a.max_pkeys;
+        out.local_ca_ack_delay = a.local_ca_ack_delay;
+        out.page_size_cap = a.page_size_cap;
+        if a.allow_user_unregister {
+            out.kernel_cap_flags |= b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+        }
+    }
+    0
+}
+
+unsafe extern "C" fn query_port(
+    ibdev: *mut b::ib_device,
+    port: u32,
+    attr: *mut b::ib_port_attr,
+) -> c_int {
+    if port != 1 {
+        return EINVAL.to_errno();
+    }
+    let Some(ndev) = NetDevRef::of_port(ibdev, port) else {
+        return ENODEV.to_errno();
+    };
+    let p = device::port_attrs(&ndev.0);
+    // SAFETY: `attr` points to a zeroed port attribute structure the core
+    // owns for the call; `ibdev` is our live device.
+    unsafe {
+        let out = &mut *attr;
+        out.state = if p.active {
+            b::ib_port_state_IB_PORT_ACTIVE
+        } else {
+            b::ib_port_state_IB_PORT_DOWN
+        };
+        out.phys_state = if p.active {
+            b::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP
+        } else if p.up {
+            b::ib_port_phys_state_IB_PORT_PHYS_STATE_POLLING
+        } else {
+            b::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED
+        } as u8;
+        out.max_mtu = b::ib_mtu_IB_MTU_4096;
+        out.active_mtu = p.active_mtu;
+        out.gid_tbl_len = p.gid_tbl_len;
+        out.port_cap_flags = b::ib_port_capability_mask_bits_IB_PORT_CM_SUP as u32;
+        out.max_msg_sz = p.max_msg_sz;
+        out.pkey_tbl_len = p.pkey_tbl_len;
+        out.max_vl_num = 1;
+        // Speed and width of the netdev, as the core derives them for RoCE.
+        let mut speed: u16 = 0;
+        let mut width: u8 = 0;
+        if b::ib_get_eth_speed(ibdev, port, &mut speed, &mut width) == 0 {
+            out.active_speed = speed;
+            out.active_width = width;
+        }
+    }
+    0
+}
+
+unsafe extern "C" fn query_pkey(
+    _ibdev: *mut b::ib_device,
+    port: u32,
+    index: u16,
+    pkey: *mut u16,
+) -> c_int {
+    if port != 1 || index != 0 {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: `pkey` points to a u16 the core owns for the call.
+    unsafe { *pkey = 0xffff };
+    0
+}
+
+unsafe extern "C" fn get_port_immutable(
+    ibdev: *mut b::ib_device,
+    port: u32,
+    imm: *mut b::ib_port_immutable,
+) -> c_int {
+    if port != 1 {
+        return EINVAL.to_errno();
+    }
+    let Some(ndev) = NetDevRef::of_port(ibdev, port) else {
+        return ENODEV.to_errno();
+    };
+    let p = device::port_attrs(&ndev.0);
+    // SAFETY: `imm` points to a structure the core owns for the call.
+    unsafe {
+        let out = &mut *imm;
+        out.core_cap_flags = b::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+        out.pkey_tbl_len = p.pkey_tbl_len as _;
+        out.gid_tbl_len = p.gid_tbl_len;
+        out.max_mad_size = b::IB_MGMT_MAD_SIZE as u32;
+    }
+    0
+}
+
+unsafe extern "C" fn get_link_layer(_ibdev: *mut b::ib_device, _port: u32) -> b::rdma_link_layer {
+    b::rdma_link_layer_IB_LINK_LAYER_ETHERNET
+}
+
+/// A user context (one per opened device file).
+#[repr(C)]
+pub(crate) struct FerroceUcontext {
+    ib: b::ib_ucontext,
+}
+
+const _: () = assert!(core::mem::offset_of!(FerroceUcontext, ib) == 0);
+
+unsafe extern "C" fn alloc_ucontext(_uctx: *mut b::ib_ucontext, udata: *mut b::ib_udata) -> c_int {
+    let resp = b::ferroce_alloc_ucontext_resp {
+        abi_version: device::ABI_VERSION,
+        reserved: 0,
+    };
+    // SAFETY: the core passes its udata (or null) for the call; we copy at
+    // most the bytes userspace made room for.
+    unsafe {
+        let len = b::ferroce_udata_outlen(udata).min(core::mem::size_of_val(&resp));
+        if len > 0 {
+            return b::ferroce_copy_to_udata(udata, &resp as *const _ as *const c_void, len);
+        }
+    }
+    0
+}
+
+unsafe extern "C" fn dealloc_ucontext(_uctx: *mut b::ib_ucontext) {}
