@@ -1,0 +1,526 @@
+//! RC rules: one named test per requester, responder and completer rule.
+
+mod common;
+
+use common::*;
+use ferroce_transport::engine::RxOutcome;
+use ferroce_transport::pkt::{self, Hdrs, Reth};
+use ferroce_transport::qp::{mask, Mtu, QpAttr, QpState};
+use ferroce_transport::verbs::{access, send_flags, wc_flags, SendWqe, WcOpcode, WcStatus, WrOpcode};
+use ferroce_transport::wire::{AethSyndrome, NakCode, Opcode, Psn};
+
+const A: u32 = 0x11;
+const B: u32 = 0x22;
+const PSN_A: u32 = 1000;
+const PSN_B: u32 = 0xff_fff0;
+
+struct Rc {
+    a: TestQp,
+    b: TestQp,
+    ma: VecMemory,
+    mb: VecMemory,
+    src: u32,
+    dst: u32,
+    tgt: u32,
+}
+
+fn setup_with(p: RcParams) -> Rc {
+    let a = rc_qp(A, B, p, PSN_A, PSN_B);
+    let b = rc_qp(B, A, p, PSN_B, PSN_A);
+    let mut ma = VecMemory::default();
+    let mut mb = VecMemory::default();
+    let src = ma.register(PD, 0x1_0000, 1 << 16, access::LOCAL_WRITE);
+    for (i, x) in ma.region_mut(src).data.iter_mut().enumerate() {
+        *x = (i * 7) as u8;
+    }
+    let dst = mb.register(PD, 0x2_0000, 1 << 16, access::LOCAL_WRITE);
+    let tgt = mb.register(PD, 0x3_0000, 1 << 16, access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC);
+    for (i, x) in mb.region_mut(tgt).data.iter_mut().enumerate() {
+        *x = (i * 3) as u8;
+    }
+    Rc { a, b, ma, mb, src, dst, tgt }
+}
+
+fn setup() -> Rc {
+    setup_with(RcParams { mtu: Mtu::Mtu256, ..RcParams::default() })
+}
+
+fn send(r: &Rc, wr_id: u64, len: u32) -> SendWqe {
+    send_wr(wr_id, WrOpcode::Send, &[(0x1_0000, len, r.src)])
+}
+
+fn write(r: &Rc, wr_id: u64, len: u32, raddr: u64) -> SendWqe {
+    let mut w = send_wr(wr_id, WrOpcode::RdmaWrite, &[(0x1_0000, len, r.src)]);
+    w.remote_addr = raddr;
+    w.rkey = r.tgt;
+    w
+}
+
+fn read(r: &Rc, wr_id: u64, len: u32, laddr: u64, raddr: u64) -> SendWqe {
+    let mut w = send_wr(wr_id, WrOpcode::RdmaRead, &[(laddr, len, r.src)]);
+    w.remote_addr = raddr;
+    w.rkey = r.tgt;
+    w
+}
+
+fn p(b: &[u8]) -> pkt::Rx<'_> {
+    pkt::parse(b).unwrap()
+}
+
+fn aeth(b: &[u8]) -> (AethSyndrome, u32) {
+    p(b).h.aeth.unwrap()
+}
+
+fn request(opcode: Opcode, psn: u32, payload: &[u8], f: impl FnOnce(&mut Hdrs)) -> Vec<u8> {
+    let mut h = Hdrs::new(opcode, 0xffff, B, Psn::new(psn));
+    h.ack_req = true;
+    f(&mut h);
+    let mut buf = vec![0u8; 5000];
+    let hl = pkt::emit_headers(&h, payload.len(), &mut buf).unwrap();
+    buf[hl..hl + payload.len()].copy_from_slice(payload);
+    let n = pkt::finish(&mut buf, hl, payload.len()).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+fn post_recvs(r: &mut Rc, n: u64) {
+    for i in 0..n {
+        r.b.post_recv(&recv_wr(i, &[(0x2_0000 + i * 1024, 1024, r.dst)])).unwrap();
+    }
+}
+
+#[test]
+fn rc_segmentation_by_pmtu_first_middle_last_psn_plus_one_ackreq_on_last() {
+    let mut r = setup();
+    r.a.post_send(&send(&r, 1, 256 * 3 + 10)).unwrap();
+    r.a.post_send(&send(&r, 2, 256)).unwrap();
+    r.a.post_send(&send(&r, 3, 0)).unwrap();
+    let pk = drain_tx(&mut r.a, 0, &mut r.ma);
+    let ops: Vec<Opcode> = pk.iter().map(|b| p(b).h.opcode).collect();
+    use Opcode as O;
+    assert_eq!(ops, vec![O::RC_SEND_FIRST, O::RC_SEND_MIDDLE, O::RC_SEND_MIDDLE, O::RC_SEND_LAST, O::RC_SEND_ONLY, O::RC_SEND_ONLY]);
+    let psns: Vec<u32> = pk.iter().map(|b| p(b).h.psn.value()).collect();
+    assert_eq!(psns, (0..6).map(|i| PSN_A + i).collect::<Vec<_>>());
+    let lens: Vec<usize> = pk.iter().map(|b| p(b).payload.len()).collect();
+    assert_eq!(lens, vec![256, 256, 256, 10, 256, 0]);
+    let ackreq: Vec<bool> = pk.iter().map(|b| p(b).h.ack_req).collect();
+    assert_eq!(ackreq, vec![false, false, false, true, true, true]);
+}
+
+#[test]
+fn rc_ackreq_set_periodically_within_long_messages() {
+    let mut r = setup();
+    r.a.post_send(&write(&r, 1, 256 * 40, 0x3_0000)).unwrap();
+    let pk = drain_tx(&mut r.a, 0, &mut r.ma);
+    let with: Vec<usize> = (0..pk.len()).filter(|&i| p(&pk[i]).h.ack_req).collect();
+    assert_eq!(with, vec![31, 39]);
+}
+
+#[test]
+fn rc_send_write_read_atomic_end_to_end() {
+    let mut r = setup();
+    post_recvs(&mut r, 2);
+    let mut w = send(&r, 1, 700);
+    w.opcode = WrOpcode::SendWithImm;
+    w.imm_data = 0x1234;
+    r.a.post_send(&w).unwrap();
+    r.a.post_send(&write(&r, 2, 600, 0x3_0100)).unwrap();
+    r.a.post_send(&read(&r, 3, 600, 0x1_8000, 0x3_0100)).unwrap();
+    let mut fa = send_wr(4, WrOpcode::AtomicFetchAndAdd, &[(0x1_9000, 8, r.src)]);
+    fa.remote_addr = 0x3_1000;
+    fa.rkey = r.tgt;
+    fa.compare_add = 5;
+    r.a.post_send(&fa).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let (s, _) = all_cqes(&mut r.a);
+    let got: Vec<(u64, WcStatus, WcOpcode)> = s.iter().map(|c| (c.wr_id, c.status, c.opcode)).collect();
+    use WcOpcode::*;
+    assert_eq!(got, vec![(1, WcStatus::Success, Send), (2, WcStatus::Success, RdmaWrite), (3, WcStatus::Success, RdmaRead), (4, WcStatus::Success, FetchAdd)]);
+    let (_, rr) = all_cqes(&mut r.b);
+    assert_eq!((rr[0].byte_len, rr[0].imm_data, rr[0].wc_flags, rr[0].src_qp), (700, 0x1234, wc_flags::WITH_IMM, A));
+    assert_eq!(r.mb.bytes(r.dst, 0, 700), r.ma.bytes(r.src, 0, 700));
+    assert_eq!(r.mb.bytes(r.tgt, 0x100, 600), r.ma.bytes(r.src, 0, 600));
+    assert_eq!(r.ma.bytes(r.src, 0x8000, 600), r.mb.bytes(r.tgt, 0x100, 600));
+    let orig = u64::from_ne_bytes(r.ma.bytes(r.src, 0x9000, 8).try_into().unwrap());
+    let want = u64::from_ne_bytes(r.mb.bytes(r.tgt, 0x1000, 8).try_into().unwrap()).wrapping_sub(5);
+    assert_eq!(orig, want);
+}
+
+#[test]
+fn rc_nak_psn_sequence_error_once_per_sequence_error() {
+    let mut r = setup();
+    post_recvs(&mut r, 4);
+    let ahead = request(Opcode::RC_SEND_ONLY, PSN_A + 2, b"x", |_| {});
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &ahead), RxOutcome::Nak);
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &request(Opcode::RC_SEND_ONLY, PSN_A + 3, b"x", |_| {})), RxOutcome::Nak);
+    let out = drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(out.len(), 1, "one NAK per sequence error");
+    assert_eq!(aeth(&out[0]).0, AethSyndrome::Nak(NakCode::PsnSequenceError));
+    assert_eq!(p(&out[0]).h.psn.value(), PSN_A, "the NAK carries the ePSN");
+    // The expected packet clears the error; a new gap NAKs again.
+    deliver(&mut r.b, 0, &mut r.mb, &request(Opcode::RC_SEND_ONLY, PSN_A, b"x", |_| {}));
+    deliver(&mut r.b, 0, &mut r.mb, &request(Opcode::RC_SEND_ONLY, PSN_A + 5, b"x", |_| {}));
+    let out = drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(out.len(), 2);
+    assert_eq!(aeth(&out[1]).0, AethSyndrome::Nak(NakCode::PsnSequenceError));
+    assert_eq!(p(&out[1]).h.psn.value(), PSN_A + 1);
+    assert_eq!(r.b.state(), QpState::Rts, "a sequence error is not fatal");
+}
+
+#[test]
+fn rc_requester_goes_back_n_from_naked_psn() {
+    let mut r = setup();
+    post_recvs(&mut r, 4);
+    for i in 0..4 {
+        r.a.post_send(&send(&r, i, 10)).unwrap();
+    }
+    let pk = drain_tx(&mut r.a, 0, &mut r.ma);
+    // Packet 1 is lost; 2 and 3 trigger one sequence NAK for PSN_A + 1.
+    for i in [0, 2, 3] {
+        deliver(&mut r.b, 0, &mut r.mb, &pk[i]);
+    }
+    let resp = drain_tx(&mut r.b, 0, &mut r.mb);
+    for x in &resp {
+        deliver(&mut r.a, 0, &mut r.ma, x);
+    }
+    let again = drain_tx(&mut r.a, 0, &mut r.ma);
+    let psns: Vec<u32> = again.iter().map(|b| p(b).h.psn.value()).collect();
+    assert_eq!(psns, vec![PSN_A + 1, PSN_A + 2, PSN_A + 3]);
+    for x in &again {
+        deliver(&mut r.b, 0, &mut r.mb, x);
+    }
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let (s, _) = all_cqes(&mut r.a);
+    assert_eq!(s.len(), 4);
+    assert_eq!(all_cqes(&mut r.b).1.len(), 4, "each send delivered once");
+}
+
+#[test]
+fn rc_nak_invalid_request_on_opcode_sequence_error_moves_both_to_error() {
+    let mut r = setup();
+    post_recvs(&mut r, 2);
+    let bad = request(Opcode::RC_SEND_MIDDLE, PSN_A, &[0u8; 256], |_| {});
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &bad), RxOutcome::Nak);
+    let out = drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(aeth(&out[0]).0, AethSyndrome::Nak(NakCode::InvalidRequest));
+    assert_eq!(r.b.state(), QpState::Err);
+    assert!(all_cqes(&mut r.b).1.iter().all(|c| c.status == WcStatus::WrFlushErr));
+    // The requester side: REM_INV_REQ_ERR, then flush.
+    r.a.post_send(&send(&r, 1, 4)).unwrap();
+    r.a.post_send(&send(&r, 2, 4)).unwrap();
+    drain_tx(&mut r.a, 0, &mut r.ma);
+    let mut nak = out[0].clone();
+    nak[5..8].copy_from_slice(&A.to_be_bytes()[1..]);
+    nak[9..12].copy_from_slice(&PSN_A.to_be_bytes()[1..]);
+    deliver(&mut r.a, 0, &mut r.ma, &nak);
+    let (s, _) = all_cqes(&mut r.a);
+    assert_eq!((s[0].status, s[1].status), (WcStatus::RemInvReqErr, WcStatus::WrFlushErr));
+    assert_eq!(r.a.state(), QpState::Err);
+}
+
+#[test]
+fn rc_nak_remote_access_error_gives_rem_access_err_and_flush() {
+    let mut r = setup();
+    let mut w = write(&r, 1, 100, 0x3_0000);
+    w.rkey = 0x4444;
+    r.a.post_send(&w).unwrap();
+    r.a.post_send(&send(&r, 2, 4)).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let (s, _) = all_cqes(&mut r.a);
+    assert_eq!((s[0].status, s[1].status), (WcStatus::RemAccessErr, WcStatus::WrFlushErr));
+    assert_eq!((r.a.state(), r.b.state()), (QpState::Err, QpState::Err));
+    // Out of bounds and a READ without REMOTE_READ are access errors too.
+    let mut r = setup();
+    r.mb.region_mut(r.tgt).access = access::REMOTE_WRITE;
+    r.a.post_send(&read(&r, 1, 16, 0x1_0000, 0x3_0000)).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::RemAccessErr);
+}
+
+#[test]
+fn rc_nak_remote_operational_error_for_bad_receive_lkey() {
+    let mut r = setup();
+    r.b.post_recv(&recv_wr(9, &[(0x2_0000, 1024, 0x999)])).unwrap();
+    r.a.post_send(&send(&r, 1, 10)).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::RemOpErr);
+    let c = r.b.poll_recv_cq().unwrap();
+    assert_eq!((c.wr_id, c.status), (9, WcStatus::LocProtErr));
+}
+
+#[test]
+fn rc_send_longer_than_receive_buffer_is_invalid_request_and_local_length_error() {
+    let mut r = setup();
+    r.b.post_recv(&recv_wr(9, &[(0x2_0000, 100, r.dst)])).unwrap();
+    r.a.post_send(&send(&r, 1, 200)).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::RemInvReqErr);
+    assert_eq!(r.b.poll_recv_cq().unwrap().status, WcStatus::LocLenErr);
+}
+
+#[test]
+fn rc_rnr_nak_carries_min_rnr_timer_and_requester_waits() {
+    let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, min_rnr_timer: 14, ..RcParams::default() });
+    r.a.post_send(&send(&r, 1, 10)).unwrap();
+    let pk = drain_tx(&mut r.a, 0, &mut r.ma);
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &pk[0]), RxOutcome::Nak);
+    let out = drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(aeth(&out[0]).0, AethSyndrome::RnrNak { timer: 14 });
+    assert_eq!(p(&out[0]).h.psn.value(), PSN_A);
+    deliver(&mut r.a, 1000, &mut r.ma, &out[0]);
+    // 1.28 ms for code 14: nothing before, the retry after.
+    assert_eq!(r.a.next_deadline(), Some(1000 + 1_280_000));
+    assert!(drain_tx(&mut r.a, 1000 + 1_279_999, &mut r.ma).is_empty());
+    r.a.on_timer(1000 + 1_280_000);
+    post_recvs(&mut r, 1);
+    let again = drain_tx(&mut r.a, 1000 + 1_280_000, &mut r.ma);
+    assert_eq!(p(&again[0]).h.psn.value(), PSN_A);
+    deliver(&mut r.b, 0, &mut r.mb, &again[0]);
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 2_000_000);
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::Success);
+}
+
+#[test]
+fn rc_write_with_immediate_needs_receive_wqe_rnr_before_data_lands() {
+    let mut r = setup();
+    let mut w = write(&r, 1, 16, 0x3_0000);
+    w.opcode = WrOpcode::RdmaWriteWithImm;
+    w.imm_data = 99;
+    r.a.post_send(&w).unwrap();
+    let pk = drain_tx(&mut r.a, 0, &mut r.ma);
+    let before = r.mb.bytes(r.tgt, 0, 16).to_vec();
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &pk[0]), RxOutcome::Nak);
+    assert_eq!(r.mb.bytes(r.tgt, 0, 16), &before[..]);
+    post_recvs(&mut r, 1);
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &pk[0]), RxOutcome::Accepted);
+    let c = r.b.poll_recv_cq().unwrap();
+    assert_eq!((c.opcode, c.imm_data, c.byte_len), (WcOpcode::RecvRdmaWithImm, 99, 16));
+}
+
+#[test]
+fn rc_duplicate_send_and_write_are_reacked_not_reexecuted() {
+    let mut r = setup();
+    post_recvs(&mut r, 2);
+    r.a.post_send(&send(&r, 1, 10)).unwrap();
+    let pk = drain_tx(&mut r.a, 0, &mut r.ma);
+    deliver(&mut r.b, 0, &mut r.mb, &pk[0]);
+    drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &pk[0]), RxOutcome::Accepted);
+    let out = drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(out.len(), 1);
+    assert!(matches!(aeth(&out[0]).0, AethSyndrome::Ack { .. }));
+    assert_eq!(p(&out[0]).h.psn.value(), PSN_A);
+    assert_eq!(all_cqes(&mut r.b).1.len(), 1, "executed once");
+    assert_eq!(r.b.recv_queue_len(), 1);
+}
+
+#[test]
+fn rc_duplicate_read_regenerated_from_read_resources() {
+    let mut r = setup();
+    r.a.post_send(&read(&r, 1, 600, 0x1_8000, 0x3_0000)).unwrap();
+    let req = drain_tx(&mut r.a, 0, &mut r.ma);
+    deliver(&mut r.b, 0, &mut r.mb, &req[0]);
+    let first = drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(first.len(), 3);
+    // The duplicate of the whole request, and one resuming at packet 2.
+    deliver(&mut r.b, 0, &mut r.mb, &req[0]);
+    let again = drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(again, first, "same responses, regenerated");
+    let resume = request(Opcode::RC_RDMA_READ_REQUEST, PSN_A + 2, &[], |h| {
+        h.reth = Some(Reth { va: 0x3_0000 + 512, rkey: r.tgt, len: 88 });
+    });
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &resume), RxOutcome::Accepted);
+    let tail = drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(tail.len(), 1);
+    assert_eq!(p(&tail[0]).h.psn.value(), PSN_A + 2);
+    assert_eq!(p(&tail[0]).payload, p(&first[2]).payload);
+    assert_eq!(r.b.state(), QpState::Rts);
+}
+
+#[test]
+fn rc_duplicate_atomic_replays_cached_result_without_reexecuting() {
+    let mut r = setup();
+    let mut fa = send_wr(1, WrOpcode::AtomicFetchAndAdd, &[(0x1_9000, 8, r.src)]);
+    fa.remote_addr = 0x3_1000;
+    fa.rkey = r.tgt;
+    fa.compare_add = 1;
+    r.a.post_send(&fa).unwrap();
+    let req = drain_tx(&mut r.a, 0, &mut r.ma);
+    deliver(&mut r.b, 0, &mut r.mb, &req[0]);
+    let first = drain_tx(&mut r.b, 0, &mut r.mb);
+    let after = r.mb.bytes(r.tgt, 0x1000, 8).to_vec();
+    deliver(&mut r.b, 0, &mut r.mb, &req[0]);
+    let again = drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(again, first, "cached original value replayed");
+    assert_eq!(r.mb.bytes(r.tgt, 0x1000, 8), &after[..], "not executed twice");
+    assert_eq!(p(&again[0]).h.opcode, Opcode::RC_ATOMIC_ACKNOWLEDGE);
+}
+
+#[test]
+fn rc_msn_counts_completed_messages() {
+    let mut r = setup();
+    post_recvs(&mut r, 3);
+    for i in 0..3 {
+        r.a.post_send(&send(&r, i, 300)).unwrap();
+    }
+    let pk = drain_tx(&mut r.a, 0, &mut r.ma);
+    let mut msns = Vec::new();
+    for x in &pk {
+        deliver(&mut r.b, 0, &mut r.mb, x);
+        for o in drain_tx(&mut r.b, 0, &mut r.mb) {
+            msns.push(aeth(&o).1);
+        }
+    }
+    assert_eq!(msns, vec![1, 2, 3]);
+}
+
+#[test]
+fn rc_ack_coalescing_one_ack_covers_all_earlier_psns() {
+    let mut r = setup();
+    post_recvs(&mut r, 5);
+    for i in 0..5 {
+        r.a.post_send(&send(&r, i, 10)).unwrap();
+    }
+    let pk = drain_tx(&mut r.a, 0, &mut r.ma);
+    for x in &pk {
+        deliver(&mut r.b, 0, &mut r.mb, x);
+    }
+    let acks = drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(acks.len(), 1, "queued ACKs coalesce");
+    deliver(&mut r.a, 0, &mut r.ma, acks.last().unwrap());
+    let (s, _) = all_cqes(&mut r.a);
+    assert_eq!(s.iter().map(|c| c.wr_id).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+    assert_eq!(r.a.next_deadline(), None, "nothing outstanding");
+}
+
+#[test]
+fn rc_implied_nak_reissues_read_when_ack_passes_it() {
+    let mut r = setup();
+    post_recvs(&mut r, 1);
+    r.a.post_send(&read(&r, 1, 100, 0x1_8000, 0x3_0000)).unwrap();
+    r.a.post_send(&send(&r, 2, 10)).unwrap();
+    let pk = drain_tx(&mut r.a, 0, &mut r.ma);
+    for x in &pk {
+        deliver(&mut r.b, 0, &mut r.mb, x);
+    }
+    let resp = drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(resp.len(), 2);
+    // The READ response is lost; the ACK of the SEND passes the READ.
+    deliver(&mut r.a, 0, &mut r.ma, &resp[1]);
+    assert!(r.a.poll_send_cq().is_none());
+    let again = drain_tx(&mut r.a, 0, &mut r.ma);
+    assert_eq!(p(&again[0]).h.opcode, Opcode::RC_RDMA_READ_REQUEST);
+    assert_eq!(p(&again[0]).h.psn.value(), PSN_A);
+    for x in &again {
+        deliver(&mut r.b, 0, &mut r.mb, x);
+    }
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let (s, _) = all_cqes(&mut r.a);
+    assert_eq!(s.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(), vec![(1, WcStatus::Success), (2, WcStatus::Success)]);
+    assert_eq!(all_cqes(&mut r.b).1.len(), 1);
+}
+
+#[test]
+fn rc_max_rd_atomic_limits_outstanding_reads_and_fence_waits() {
+    let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, max_rd_atomic: 2, ..RcParams::default() });
+    for i in 0..4 {
+        r.a.post_send(&read(&r, i, 8, 0x1_8000 + 8 * i, 0x3_0000)).unwrap();
+    }
+    let pk = drain_tx(&mut r.a, 0, &mut r.ma);
+    assert_eq!(pk.len(), 2, "only max_rd_atomic READs outstanding");
+    for x in &pk {
+        deliver(&mut r.b, 0, &mut r.mb, x);
+    }
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(all_cqes(&mut r.a).0.len(), 4);
+    // A fenced SEND waits for the earlier READ.
+    post_recvs(&mut r, 1);
+    r.a.post_send(&read(&r, 5, 8, 0x1_8000, 0x3_0000)).unwrap();
+    let mut s = send(&r, 6, 8);
+    s.send_flags |= send_flags::FENCE;
+    r.a.post_send(&s).unwrap();
+    assert_eq!(drain_tx(&mut r.a, 0, &mut r.ma).len(), 1);
+}
+
+#[test]
+fn rc_responder_nak_invalid_request_beyond_max_dest_rd_atomic_zero() {
+    let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, max_rd_atomic: 0, ..RcParams::default() });
+    let req = request(Opcode::RC_RDMA_READ_REQUEST, PSN_A, &[], |h| {
+        h.reth = Some(Reth { va: 0x3_0000, rkey: r.tgt, len: 8 });
+    });
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &req), RxOutcome::Nak);
+    let out = drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(aeth(&out[0]).0, AethSyndrome::Nak(NakCode::InvalidRequest));
+}
+
+#[test]
+fn rc_send_with_invalidate_reports_and_invalidates_rkey() {
+    let mut r = setup();
+    post_recvs(&mut r, 1);
+    let mut w = send(&r, 1, 10);
+    w.opcode = WrOpcode::SendWithInv;
+    w.imm_data = r.tgt;
+    r.a.post_send(&w).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let c = r.b.poll_recv_cq().unwrap();
+    assert_eq!((c.wc_flags, c.imm_data), (wc_flags::WITH_INV, r.tgt));
+    assert!(!r.mb.region(r.tgt).valid);
+}
+
+#[test]
+fn rc_local_protection_error_completes_in_error_and_flushes() {
+    let mut r = setup();
+    r.a.post_send(&send_wr(1, WrOpcode::Send, &[(0x1_0000, 10, 0x5555)])).unwrap();
+    r.a.post_send(&send(&r, 2, 10)).unwrap();
+    assert!(drain_tx(&mut r.a, 0, &mut r.ma).is_empty());
+    let (s, _) = all_cqes(&mut r.a);
+    assert_eq!((s[0].status, s[1].status), (WcStatus::LocProtErr, WcStatus::WrFlushErr));
+    assert_eq!(r.a.state(), QpState::Err, "RC has no SQE state");
+}
+
+#[test]
+fn rc_modify_to_error_flushes_both_queues() {
+    let mut r = setup();
+    post_recvs(&mut r, 2);
+    r.b.post_send(&send_wr(1, WrOpcode::Send, &[(0x2_0000, 4, r.dst)])).unwrap();
+    r.b.modify(&QpAttr { qp_state: QpState::Err, ..QpAttr::default() }, mask::STATE).unwrap();
+    let (s, rr) = all_cqes(&mut r.b);
+    assert_eq!(s.len(), 1);
+    assert_eq!(rr.len(), 2);
+    assert!(s.iter().chain(&rr).all(|c| c.status == WcStatus::WrFlushErr));
+    assert_eq!(rr[0].opcode, WcOpcode::Recv);
+    // Posting in ERR completes at once with a flush.
+    r.b.post_recv(&recv_wr(7, &[(0x2_0000, 4, r.dst)])).unwrap();
+    assert_eq!(r.b.poll_recv_cq().unwrap().status, WcStatus::WrFlushErr);
+    // ERR -> RESET -> INIT works again.
+    r.b.modify(&QpAttr { qp_state: QpState::Reset, ..QpAttr::default() }, mask::STATE).unwrap();
+    assert_eq!(r.b.state(), QpState::Reset);
+}
+
+#[test]
+fn rc_modify_errors_leave_qp_unchanged() {
+    let mut r = setup();
+    let e = r.a.modify(&QpAttr { qp_state: QpState::Rtr, ..QpAttr::default() }, mask::STATE);
+    assert_eq!(e.unwrap_err().errno(), -22);
+    assert_eq!(r.a.state(), QpState::Rts);
+    // RTS->RTS may not carry TIMEOUT (only SQD->SQD may).
+    assert!(r.a.modify(&QpAttr { timeout: 3, ..QpAttr::default() }, mask::TIMEOUT).is_err());
+    assert_eq!(r.a.attr().timeout, 8);
+    // A value out of range is refused even on a legal transition.
+    let bad = QpAttr { qp_state: QpState::Rts, min_rnr_timer: 40, ..QpAttr::default() };
+    assert!(r.a.modify(&bad, mask::STATE | mask::MIN_RNR_TIMER).is_err());
+    assert_eq!(r.a.attr().min_rnr_timer, 1);
+}
+
+#[test]
+fn rc_status_values_equal_ibv_wc_status() {
+    assert_eq!(WcStatus::Success as u32, 0);
+    assert_eq!(WcStatus::LocLenErr as u32, 1);
+    assert_eq!(WcStatus::LocProtErr as u32, 4);
+    assert_eq!(WcStatus::WrFlushErr as u32, 5);
+    assert_eq!(WcStatus::RemInvReqErr as u32, 9);
+    assert_eq!(WcStatus::RemAccessErr as u32, 10);
+    assert_eq!(WcStatus::RemOpErr as u32, 11);
+    assert_eq!(WcStatus::RetryExcErr as u32, 12);
+    assert_eq!(WcStatus::RnrRetryExcErr as u32, 13);
+}
