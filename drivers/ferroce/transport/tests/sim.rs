@@ -6,7 +6,7 @@
 //! exactly once and in order, remote memory exact, and every completion
 //! in order with the right status.
 //!
-//! `FERROCE_SIM_CASES=<n>` raises the number of random cases (default 6).
+//! `FERROCE_SIM_CASES=<n>` raises the number of random cases (default 12).
 
 mod common;
 
@@ -125,13 +125,16 @@ impl Link {
     }
 }
 
+/// An expected receive completion: opcode, byte_len, immediate, payload.
+type ExpRecv = (WcOpcode, u32, Option<u32>, Option<Vec<u8>>);
+
 /// What one side expects to see once its peer's work has run.
 #[derive(Default)]
 struct Expect {
     /// Requester side: (wr_id, opcode) of each send completion in order.
     send: Vec<(u64, WcOpcode)>,
     /// Responder side: (opcode, byte_len, imm, payload) of each receive.
-    recv: Vec<(WcOpcode, u32, Option<u32>, Option<Vec<u8>>)>,
+    recv: Vec<ExpRecv>,
     /// Requester side: (offset in read region, bytes) of each READ.
     reads: Vec<(usize, Vec<u8>)>,
     /// Requester side: (offset in atomic result region, original value).
@@ -455,7 +458,7 @@ fn case(seed: u64, cfg: LinkCfg, plan: &Plan, big: bool) -> [u64; 4] {
 }
 
 fn cases() -> u64 {
-    std::env::var("FERROCE_SIM_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(6)
+    std::env::var("FERROCE_SIM_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(12)
 }
 
 #[test]

@@ -97,7 +97,7 @@ impl Memory for VecMemory {
     }
 
     fn compare_swap(&mut self, pd: u32, rkey: u32, va: u64, compare: u64, swap: u64) -> Result<u64, MemError> {
-        if va % 8 != 0 {
+        if !va.is_multiple_of(8) {
             return Err(MemError::Misaligned);
         }
         let (i, s) = self.find(pd, Key::Remote(rkey), va, 8, access::REMOTE_ATOMIC)?;
@@ -110,7 +110,7 @@ impl Memory for VecMemory {
     }
 
     fn fetch_add(&mut self, pd: u32, rkey: u32, va: u64, add: u64) -> Result<u64, MemError> {
-        if va % 8 != 0 {
+        if !va.is_multiple_of(8) {
             return Err(MemError::Misaligned);
         }
         let (i, s) = self.find(pd, Key::Remote(rkey), va, 8, access::REMOTE_ATOMIC)?;
