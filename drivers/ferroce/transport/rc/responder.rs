@@ -405,18 +405,26 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         self.accept(rx)
     }
 
-    /// A resource slot free for a new READ/atomic: never one a queued
-    /// response still uses.
+    /// The resource slot for a new READ/atomic: always the oldest. The
+    /// requester has at most `max_rd_atomic` (<= our `max_dest_rd_atomic`)
+    /// READs/atomics outstanding and has started this one, so the oldest
+    /// is answered; a response to it still queued (a stale duplicate's) is
+    /// cancelled.
     fn alloc_resource(&mut self) -> Option<usize> {
         let n = usize::from(self.attr.max_dest_rd_atomic.min(MAX_RD_ATOMIC));
-        for k in 0..n {
-            let i = usize::from(self.resp.res_next).saturating_add(k).checked_rem(n)?;
-            if self.resp.res.get(i).is_some_and(|r| !r.busy) {
-                self.resp.res_next = u8::try_from(i.saturating_add(1).checked_rem(n)?).ok()?;
-                return Some(i);
+        let i = usize::from(self.resp.res_next).checked_rem(n)?;
+        let res = u8::try_from(i).ok()?;
+        if self.resp.res.get(i).is_some_and(|r| r.busy) {
+            for k in 0..self.resp.jobs.len() {
+                if let Some(j) = self.resp.jobs.get_mut(k) {
+                    if matches!(j, Job::Read { res: x, .. } | Job::Atomic { res: x } if *x == res) {
+                        *j = Job::Empty;
+                    }
+                }
             }
         }
-        None
+        self.resp.res_next = u8::try_from(i.saturating_add(1).checked_rem(n)?).ok()?;
+        Some(i)
     }
 
     fn recv_read<M: Memory>(&mut self, mem: &mut M, rx: &Rx<'_>) -> Step {
@@ -593,12 +601,12 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         if !self.state.receives() {
             return None;
         }
+        while matches!(self.resp.jobs.get(0), Some(Job::Empty)) {
+            self.resp.jobs.pop();
+        }
         let job = *self.resp.jobs.get(0)?;
         match job {
-            Job::Empty => {
-                self.resp.jobs.pop();
-                None
-            }
+            Job::Empty => None,
             Job::Ack { psn, msn } => {
                 self.resp.jobs.pop();
                 self.emit_ack(psn, ACK, msn, buf)

@@ -524,3 +524,26 @@ fn rc_status_values_equal_ibv_wc_status() {
     assert_eq!(WcStatus::RetryExcErr as u32, 12);
     assert_eq!(WcStatus::RnrRetryExcErr as u32, 13);
 }
+
+#[test]
+fn rc_read_resources_recycle_oldest_first_keeping_newer_ones_for_duplicates() {
+    let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, max_rd_atomic: 2, ..RcParams::default() });
+    let rkey = r.tgt;
+    let rd = |psn: u32| {
+        request(Opcode::RC_RDMA_READ_REQUEST, psn, &[], |h| {
+            h.reth = Some(Reth { va: 0x3_0000, rkey, len: 8 });
+        })
+    };
+    deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A));
+    deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A + 1));
+    assert_eq!(drain_tx(&mut r.b, 0, &mut r.mb).len(), 2);
+    // A stale duplicate of the first READ is queued again, then a third
+    // READ arrives: it takes the oldest slot (cancelling the stale reply),
+    // and the second READ's resource still answers its duplicate.
+    deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A));
+    deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A + 2));
+    deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A + 1));
+    let out = drain_tx(&mut r.b, 0, &mut r.mb);
+    let psns: Vec<u32> = out.iter().map(|b| p(b).h.psn.value()).collect();
+    assert_eq!(psns, vec![PSN_A + 2, PSN_A + 1]);
+}

@@ -465,6 +465,7 @@ fn cases() -> u64 {
 fn sim_rc_random_workloads_exactly_once_in_order_exact_memory() {
     let plan = Plan { ops: 24, max_size: 16 << 10, src_len: 64 << 10, read_len: 24 * (16 << 10), nrecv: 25, max_recv: 16 << 10 };
     let mut rng = Rng(0xfe77_0ce0);
+    let only: Option<u64> = std::env::var("FERROCE_SIM_SEED").ok().and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok());
     for i in 0..cases() {
         let cfg = LinkCfg {
             loss: rng.below(6) as f64 / 100.0,
@@ -474,7 +475,9 @@ fn sim_rc_random_workloads_exactly_once_in_order_exact_memory() {
             delay_ns: 5_000,
             jitter_ns: 20_000,
         };
-        case(0x1000 + i, cfg, &plan, false);
+        if only.is_none_or(|s| s == 0x1000 + i) {
+            case(0x1000 + i, cfg, &plan, false);
+        }
     }
 }
 
