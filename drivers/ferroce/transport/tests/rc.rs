@@ -547,3 +547,28 @@ fn rc_read_resources_recycle_oldest_first_keeping_newer_ones_for_duplicates() {
     let psns: Vec<u32> = out.iter().map(|b| p(b).h.psn.value()).collect();
     assert_eq!(psns, vec![PSN_A + 2, PSN_A + 1]);
 }
+
+#[test]
+fn rc_sqd_finishes_message_in_progress_and_starts_no_new_one() {
+    let mut r = setup();
+    post_recvs(&mut r, 2);
+    r.a.post_send(&send(&r, 1, 256 * 3)).unwrap();
+    r.a.post_send(&send(&r, 2, 10)).unwrap();
+    let mut buf = vec![0u8; 5000];
+    let t = r.a.poll_transmit(0, &mut r.ma, &mut buf).unwrap();
+    let first = buf[..t.len].to_vec();
+    r.a.modify(&QpAttr { qp_state: QpState::Sqd, ..QpAttr::default() }, mask::STATE).unwrap();
+    let rest = drain_tx(&mut r.a, 0, &mut r.ma);
+    assert_eq!(rest.len(), 2, "the started message finishes");
+    assert!(!r.a.is_send_idle());
+    for x in std::iter::once(&first).chain(&rest) {
+        deliver(&mut r.b, 0, &mut r.mb, x);
+    }
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert!(r.a.is_send_idle(), "drained");
+    assert_eq!(all_cqes(&mut r.a).0.len(), 1, "the second WR did not start");
+    r.a.modify(&QpAttr { qp_state: QpState::Rts, ..QpAttr::default() }, mask::STATE).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(all_cqes(&mut r.a).0.len(), 1);
+    assert_eq!(all_cqes(&mut r.b).1.len(), 2);
+}
