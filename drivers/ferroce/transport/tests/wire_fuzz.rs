@@ -185,13 +185,21 @@ fn icrc_no_panic(bytes: &[u8]) {
     let _ = icrc::fill(&mut copy);
 }
 
+/// Iterations: `default`, or FERROCE_FUZZ_ITERS for long runs (`make fuzz`).
+fn iterations(default: usize) -> usize {
+    std::env::var("FERROCE_FUZZ_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 #[test]
 fn wire_fuzz_random_bytes() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let opcodes = implemented_opcodes();
     let mut accepted = 0;
     let mut buf = vec![0u8; 256];
-    for i in 0..200_000 {
+    for i in 0..iterations(200_000) {
         let len = rng.below(buf.len());
         rng.fill(&mut buf[..len]);
         // Half the time start with a real opcode and TVer 0, so the
@@ -219,7 +227,7 @@ fn wire_fuzz_valid_packets_round_trip_and_mutations() {
     let opcodes = implemented_opcodes();
     assert_eq!(opcodes.len(), 38);
     let mut out = vec![0u8; 512];
-    for i in 0..40_000 {
+    for i in 0..iterations(200_000) / 5 {
         let opcode = opcodes[i % opcodes.len()];
         let headers = random_headers(&mut rng, opcode);
         let payload = random_payload(&mut rng, opcode);
