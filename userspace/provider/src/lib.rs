@@ -7,8 +7,18 @@
 //! refused with a message saying what to do.
 //!
 //! All C declarations come from bindgen over rdma-core's `driver.h` and
-//! `ferroce-abi.h` (`sys`); the `unsafe` needed to talk to libibverbs lives in
-//! this file.
+//! `ferroce-abi.h` (`sys`). This file holds registration, the device and the
+//! context; the verbs objects live in their own modules (`pd`, `mr`, `cq`,
+//! `ah`, `qp`), all on the system-call path (the `ibv_cmd_*` helpers).
+//!
+//! Objects: every provider object is a `#[repr(C)]` struct whose first field
+//! is the libibverbs structure libibverbs hands back to us, allocated zeroed
+//! with `calloc` (as libibverbs allocates the context) and released with
+//! `free` only after the kernel has destroyed the object.
+//!
+//! Errors: callbacks that return `int` return a positive errno (what the
+//! `ibv_cmd_*` helpers return); callbacks that create an object set `errno`
+//! and return NULL.
 
 use core::ffi::{c_int, c_void};
 use core::mem::{size_of, zeroed};
@@ -28,11 +38,61 @@ mod sys {
     include!(concat!(env!("OUT_DIR"), "/abi.rs"));
 }
 
+mod ah;
+mod cq;
+mod mr;
+mod pd;
+mod qp;
+
 use sys::*;
 
 extern "C" {
-    /// libc's `free`, for memory libibverbs allocated with `calloc`.
+    /// libc's `calloc`, for the provider's objects.
+    fn calloc(nmemb: usize, size: usize) -> *mut c_void;
+    /// libc's `free`, for memory libibverbs or this provider allocated with
+    /// `calloc`.
     fn free(ptr: *mut c_void);
+    /// glibc's thread-local `errno`.
+    fn __errno_location() -> *mut c_int;
+}
+
+/// Sets the calling thread's `errno` (what the `ibv_create_*`/`ibv_alloc_*`
+/// API reports when a creation callback returns NULL).
+fn set_errno(err: c_int) {
+    // SAFETY: glibc returns a valid pointer to this thread's errno.
+    unsafe { *__errno_location() = err };
+}
+
+/// A zeroed, `calloc`ed `T`, or NULL (with `errno` ENOMEM) when memory is
+/// short.
+///
+/// # Safety
+/// `T` must be a `#[repr(C)]` structure for which all-zero bytes are a valid
+/// value (the libibverbs structures and the provider's wrappers of them).
+unsafe fn calloc_obj<T>() -> *mut T {
+    // SAFETY: calloc may be called with any sizes; the result is checked.
+    let p = unsafe { calloc(1, size_of::<T>()) }.cast::<T>();
+    if p.is_null() {
+        set_errno(libc_errno::ENOMEM);
+    }
+    p
+}
+
+/// Frees an object from `calloc_obj`.
+///
+/// # Safety
+/// `p` came from `calloc_obj` (or is NULL) and is not used afterwards.
+unsafe fn free_obj<T>(p: *mut T) {
+    // SAFETY: guaranteed by the caller.
+    unsafe { free(p.cast()) };
+}
+
+/// The errno values the provider reports itself (Linux values).
+mod libc_errno {
+    use core::ffi::c_int;
+    pub const ENOMEM: c_int = 12;
+    pub const EINVAL: c_int = 22;
+    pub const EOPNOTSUPP: c_int = 95;
 }
 
 /// A zeroed C command or response structure.
@@ -173,6 +233,24 @@ static CONTEXT_OPS: Shared<verbs_context_ops> = Shared({
     ops.query_device_ex = Some(query_device_ex);
     ops.query_port = Some(query_port);
     ops.free_context = Some(free_context);
+    ops.alloc_pd = Some(pd::alloc_pd);
+    ops.dealloc_pd = Some(pd::dealloc_pd);
+    ops.reg_mr = Some(mr::reg_mr);
+    ops.dereg_mr = Some(mr::dereg_mr);
+    ops.create_cq = Some(cq::create_cq);
+    ops.poll_cq = Some(cq::poll_cq);
+    ops.req_notify_cq = Some(cq::req_notify_cq);
+    ops.resize_cq = Some(cq::resize_cq);
+    ops.destroy_cq = Some(cq::destroy_cq);
+    ops.create_ah = Some(ah::create_ah);
+    ops.destroy_ah = Some(ah::destroy_ah);
+    ops.create_qp = Some(qp::create_qp);
+    ops.create_qp_ex = Some(qp::create_qp_ex);
+    ops.query_qp = Some(qp::query_qp);
+    ops.modify_qp = Some(qp::modify_qp);
+    ops.destroy_qp = Some(qp::destroy_qp);
+    ops.post_send = Some(qp::post_send);
+    ops.post_recv = Some(qp::post_recv);
     ops
 });
 
