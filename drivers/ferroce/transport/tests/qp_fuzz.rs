@@ -25,7 +25,8 @@
 //! - an RC QP never enters SQE.
 //!
 //! The default run takes a few seconds in release; FERROCE_FUZZ_ITERS sets
-//! the number of steps for long runs (`make fuzz`). The cargo-fuzz target
+//! the number of steps for long runs (`make fuzz`), FERROCE_FUZZ_SEED the
+//! random sequence. The cargo-fuzz target
 //! `fuzz/fuzz_targets/qp_receive.rs` drives the same entry points from
 //! libFuzzer input on nightly.
 
@@ -1311,7 +1312,9 @@ fn run(seed: u64, steps: usize) -> Stats {
 
 #[test]
 fn qp_fuzz_receive_path_in_every_state() {
-    let st = run(0x5EED_F00D_CAFE_0001, iterations(1_000_000));
+    // FERROCE_FUZZ_SEED picks another sequence (for long runs on many cores).
+    let seed = std::env::var("FERROCE_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5EED_F00D_CAFE_0001);
+    let st = run(seed, iterations(1_000_000));
     eprintln!("qp_fuzz: {st:?}");
     // The harness must reach deep enough to matter.
     if st.steps >= 100_000 {
