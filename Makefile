@@ -29,13 +29,14 @@ module:
 endif
 
 # cargo-fuzz needs a nightly toolchain; without one, run the stable
-# randomized receive-path test for much longer.
+# randomized fuzz tests (wire parser and QP receive path) for much longer.
 fuzz:
 	cd drivers/ferroce/transport && if cargo +nightly --version >/dev/null 2>&1 && cargo fuzz --version >/dev/null 2>&1; then \
-		cargo +nightly fuzz run parse_packet -- -max_total_time=$${FUZZ_SECONDS:-600}; \
+		cargo +nightly fuzz run parse_packet -- -max_total_time=$${FUZZ_SECONDS:-600} && \
+		cargo +nightly fuzz run qp_receive -- -max_total_time=$${FUZZ_SECONDS:-600}; \
 	else \
 		echo "cargo-fuzz/nightly not available: running the stable randomized fuzz tests with FERROCE_FUZZ_ITERS=$${FERROCE_FUZZ_ITERS:-20000000}"; \
-		FERROCE_FUZZ_ITERS=$${FERROCE_FUZZ_ITERS:-20000000} cargo test --release --test wire_fuzz -- --nocapture; \
+		FERROCE_FUZZ_ITERS=$${FERROCE_FUZZ_ITERS:-20000000} cargo test --release --test wire_fuzz --test qp_fuzz -- --nocapture; \
 	fi
 
 shell:
