@@ -6,5 +6,7 @@
 #include <rdma/ib_umem.h>
 #include <rdma/ib_mad.h>
 #include <rdma/rdma_netlink.h>
+#include <rdma/ib_cache.h>
+#include <net/udp_tunnel.h>
 #include "../../include/uapi/rdma/ferroce-abi.h"
 #include "helpers.h"

@@ -17,7 +17,7 @@ pub(crate) const DRIVER_ID: u32 = b::FERROCE_DRIVER_ID;
 /// leave room for: IPv6 (40, the larger IP header), UDP (8), BTH (12), the
 /// largest extended header set that rides with payload (RETH 16 + ImmDt 4,
 /// or DETH 8 + ImmDt 4) and the ICRC (4).
-const ROCE_OVERHEAD: u32 = 40 + 8 + 12 + 20 + 4;
+pub(crate) const ROCE_OVERHEAD: u32 = 40 + 8 + 12 + 20 + 4;
 
 /// Size of the port's GID table (RoCE v1/v2 entries for each IPv4/IPv6
 /// address of the netdev; the core fills it).
@@ -41,7 +41,6 @@ pub(crate) fn device_attrs(node_guid: u64) -> DeviceAttrs {
         max_pkeys: PKEY_TABLE_LEN,
         // 4.096 us * 2^15 = 134 ms: a software device's worst-case ACK turnaround.
         local_ca_ack_delay: 15,
-        page_size_cap: !0xfffu64,
         allow_user_unregister: true,
     }
 }

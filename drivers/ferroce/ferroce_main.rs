@@ -17,7 +17,11 @@ use kernel::prelude::*;
 
 mod device;
 mod ffi;
+mod net;
+mod objects;
 mod rdma;
+mod state;
+mod sync;
 #[allow(dead_code, unused_imports, unreachable_pub, missing_docs, clippy::all)]
 mod transport;
 

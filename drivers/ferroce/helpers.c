@@ -37,3 +37,238 @@ int ferroce_copy_to_udata(struct ib_udata *udata, const void *src, size_t len)
 }
 size_t ferroce_udata_outlen(const struct ib_udata *udata) { return udata ? udata->outlen : 0; }
 size_t ferroce_udata_inlen(const struct ib_udata *udata) { return udata ? udata->inlen : 0; }
+
+#include <linux/highmem.h>
+#include <linux/ktime.h>
+#include <linux/inetdevice.h>
+#include <net/ip.h>
+#include <net/ipv6.h>
+#include <net/route.h>
+#include <net/ip6_route.h>
+#include <net/addrconf.h>
+#include <net/udp_tunnel.h>
+#include <net/netns/generic.h>
+#include <rdma/ib_umem.h>
+#include <rdma/ib_cache.h>
+
+void ferroce_spin_lock_init(spinlock_t *lock) { spin_lock_init(lock); }
+void ferroce_spin_lock_bh(spinlock_t *lock) { spin_lock_bh(lock); }
+void ferroce_spin_unlock_bh(spinlock_t *lock) { spin_unlock_bh(lock); }
+
+u64 ferroce_now_ns(void) { return ktime_get_ns(); }
+
+struct ib_umem *ferroce_umem_get(struct ib_device *dev, u64 start, u64 length, int access)
+{
+	return ib_umem_get_va(dev, start, length, access);
+}
+
+size_t ferroce_umem_pages(struct ib_umem *umem, struct page **pages, size_t max)
+{
+	struct sg_page_iter it;
+	size_t n = 0;
+
+	for_each_sgtable_page(&umem->sgt_append.sgt, &it, 0) {
+		if (n == max)
+			break;
+		pages[n++] = sg_page_iter_page(&it);
+	}
+	return n;
+}
+
+unsigned long ferroce_umem_offset(struct ib_umem *umem) { return ib_umem_offset(umem); }
+long ferroce_ptr_err(const void *ptr) { return IS_ERR(ptr) ? PTR_ERR(ptr) : 0; }
+
+void ferroce_copy_from_page(void *dst, struct page *page, unsigned int off, unsigned int len)
+{
+	void *va = kmap_local_page(page);
+
+	memcpy(dst, va + off, len);
+	kunmap_local(va);
+}
+
+void ferroce_copy_to_page(struct page *page, unsigned int off, const void *src, unsigned int len)
+{
+	void *va = kmap_local_page(page);
+
+	memcpy(va + off, src, len);
+	kunmap_local(va);
+}
+
+struct sk_buff *ferroce_tx_alloc(struct net_device *ndev, unsigned int len)
+{
+	unsigned int head = LL_RESERVED_SPACE(ndev);
+	struct sk_buff *skb = alloc_skb(head + len + ndev->needed_tailroom, GFP_ATOMIC);
+
+	if (!skb)
+		return NULL;
+	skb_reserve(skb, head);
+	skb_put(skb, len);
+	skb->dev = ndev;
+	return skb;
+}
+
+u8 *ferroce_skb_data(struct sk_buff *skb) { return skb->data; }
+unsigned int ferroce_skb_len(const struct sk_buff *skb) { return skb->len; }
+
+int ferroce_tx_send4(struct sk_buff *skb, struct net *net, int oif, __be32 saddr, __be32 daddr, u8 tos)
+{
+	struct flowi4 fl = {
+		.flowi4_oif = oif,
+		.flowi4_dscp = inet_dsfield_to_dscp(tos),
+		.flowi4_proto = IPPROTO_UDP,
+		.saddr = saddr,
+		.daddr = daddr,
+	};
+	struct rtable *rt = ip_route_output_key(net, &fl);
+
+	if (IS_ERR(rt)) {
+		kfree_skb(skb);
+		return -EHOSTUNREACH;
+	}
+	skb_dst_set(skb, &rt->dst);
+	skb->protocol = htons(ETH_P_IP);
+	skb_reset_network_header(skb);
+	skb_set_transport_header(skb, sizeof(struct iphdr));
+	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+	return ip_local_out(net, NULL, skb);
+}
+
+int ferroce_tx_send6(struct sk_buff *skb, struct net *net, int oif, const struct in6_addr *saddr,
+		     const struct in6_addr *daddr, __be32 flowlabel)
+{
+	struct flowi6 fl = {
+		.flowi6_oif = oif,
+		.flowi6_proto = IPPROTO_UDP,
+		.saddr = *saddr,
+		.daddr = *daddr,
+		.flowlabel = flowlabel,
+	};
+	struct dst_entry *dst = ip6_dst_lookup_flow(net, NULL, &fl, NULL);
+
+	if (IS_ERR(dst)) {
+		kfree_skb(skb);
+		return -EHOSTUNREACH;
+	}
+	skb_dst_set(skb, dst);
+	skb->protocol = htons(ETH_P_IPV6);
+	skb_reset_network_header(skb);
+	skb_set_transport_header(skb, sizeof(struct ipv6hdr));
+	memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
+	return ip6_local_out(net, NULL, skb);
+}
+
+void ferroce_kfree_skb(struct sk_buff *skb) { kfree_skb(skb); }
+void ferroce_consume_skb(struct sk_buff *skb) { consume_skb(skb); }
+
+int ferroce_rx_linear(struct sk_buff *skb, u8 **ip, unsigned int *len)
+{
+	if (skb_linearize(skb))
+		return -ENOMEM;
+	*ip = skb_network_header(skb);
+	*len = skb_tail_pointer(skb) - *ip;
+	return 0;
+}
+
+struct net_device *ferroce_rx_netdev(struct sk_buff *skb)
+{
+	struct net *net = dev_net(skb->dev);
+	struct net_device *ndev = NULL;
+
+	if (skb->protocol == htons(ETH_P_IP)) {
+		ndev = ip_dev_find(net, ip_hdr(skb)->daddr);
+	} else if (skb->protocol == htons(ETH_P_IPV6)) {
+		rcu_read_lock();
+		ndev = ipv6_dev_find(net, &ipv6_hdr(skb)->daddr, NULL);
+		if (ndev)
+			dev_hold(ndev);
+		rcu_read_unlock();
+	}
+	return ndev;
+}
+
+struct net *ferroce_dev_net(const struct net_device *ndev) { return dev_net(ndev); }
+int ferroce_netdev_ifindex(const struct net_device *ndev) { return ndev->ifindex; }
+
+struct socket *ferroce_udp_tunnel_open(struct net *net, bool ipv6, ferroce_encap_rcv_t rcv)
+{
+	struct udp_port_cfg cfg = {};
+	struct udp_tunnel_sock_cfg tnl = {};
+	struct socket *sock;
+	int err;
+
+	cfg.family = ipv6 ? AF_INET6 : AF_INET;
+	cfg.ipv6_v6only = ipv6;
+	cfg.local_udp_port = htons(4791);
+	err = udp_sock_create(net, &cfg, &sock);
+	if (err < 0)
+		return ERR_PTR(err);
+	tnl.encap_type = 1;
+	tnl.encap_rcv = rcv;
+	setup_udp_tunnel_sock(net, sock->sk, &tnl);
+	return sock;
+}
+
+void ferroce_udp_tunnel_close(struct socket *sock) { udp_tunnel_sock_release(sock->sk); }
+void *ferroce_net_generic(const struct net *net, unsigned int id) { return net_generic(net, id); }
+
+static DEFINE_MUTEX(ferroce_net_mutex);
+void ferroce_net_lock(void) { mutex_lock(&ferroce_net_mutex); }
+void ferroce_net_unlock(void) { mutex_unlock(&ferroce_net_mutex); }
+
+int ferroce_gid_attr_ifindex(const struct ib_gid_attr *attr)
+{
+	struct net_device *ndev;
+	int ifindex = 0;
+
+	rcu_read_lock();
+	ndev = rdma_read_gid_attr_ndev_rcu(attr);
+	if (!IS_ERR(ndev))
+		ifindex = ndev->ifindex;
+	rcu_read_unlock();
+	return ifindex;
+}
+
+struct net *ferroce_gid_attr_net(const struct ib_gid_attr *attr)
+{
+	struct net_device *ndev;
+	struct net *net = &init_net;
+
+	rcu_read_lock();
+	ndev = rdma_read_gid_attr_ndev_rcu(attr);
+	if (!IS_ERR(ndev))
+		net = dev_net(ndev);
+	rcu_read_unlock();
+	return net;
+}
+
+u64 ferroce_page_cmpxchg(struct page *page, unsigned int off, u64 compare, u64 swap)
+{
+	u64 *va = kmap_local_page(page) + off;
+	u64 old = cmpxchg64(va, compare, swap);
+
+	kunmap_local(va);
+	return old;
+}
+
+u64 ferroce_page_fetch_add(struct page *page, unsigned int off, u64 add)
+{
+	u64 *va = kmap_local_page(page) + off;
+	u64 old = atomic64_fetch_add(add, (atomic64_t *)va);
+
+	kunmap_local(va);
+	return old;
+}
+
+u64 ferroce_va_cmpxchg(u64 *va, u64 compare, u64 swap) { return cmpxchg64(va, compare, swap); }
+u64 ferroce_va_fetch_add(u64 *va, u64 add) { return atomic64_fetch_add(add, (atomic64_t *)va); }
+
+void ferroce_synchronize_net(void) { synchronize_net(); }
+void ferroce_skb_pull(struct sk_buff *skb, unsigned int len) { skb_pull(skb, len); }
+void ferroce_skb_trim(struct sk_buff *skb, unsigned int len) { skb_trim(skb, len); }
+void ferroce_ib_umem_release(struct ib_umem *umem) { ib_umem_release(umem); }
+
+void ferroce_call_comp_handler(struct ib_cq *cq)
+{
+	if (cq->comp_handler)
+		cq->comp_handler(cq, cq->cq_context);
+}

@@ -34,3 +34,67 @@ size_t ferroce_udata_outlen(const struct ib_udata *udata);
 size_t ferroce_udata_inlen(const struct ib_udata *udata);
 
 #endif
+
+/* --- locks (spinlock_t stays opaque to Rust) --- */
+void ferroce_spin_lock_init(spinlock_t *lock);
+void ferroce_spin_lock_bh(spinlock_t *lock);
+void ferroce_spin_unlock_bh(spinlock_t *lock);
+
+/* --- time --- */
+u64 ferroce_now_ns(void);
+
+/* --- user memory (ib_umem) --- */
+struct ib_umem *ferroce_umem_get(struct ib_device *dev, u64 start, u64 length, int access);
+/* Fills up to max page pointers of the pinned region; returns how many. */
+size_t ferroce_umem_pages(struct ib_umem *umem, struct page **pages, size_t max);
+unsigned long ferroce_umem_offset(struct ib_umem *umem);
+long ferroce_ptr_err(const void *ptr);
+/* Copies between a kernel buffer and a page (kmap_local_page). */
+void ferroce_copy_from_page(void *dst, struct page *page, unsigned int off, unsigned int len);
+void ferroce_copy_to_page(struct page *page, unsigned int off, const void *src, unsigned int len);
+
+/* --- packets --- */
+/* A linear skb with room for the link layer header of ndev and len bytes of
+ * IP packet (IP, UDP, transport, ICRC), skb->data at the IP header. */
+struct sk_buff *ferroce_tx_alloc(struct net_device *ndev, unsigned int len);
+u8 *ferroce_skb_data(struct sk_buff *skb);
+unsigned int ferroce_skb_len(const struct sk_buff *skb);
+/* Route and send an IP packet the caller has written; consumes the skb. */
+int ferroce_tx_send4(struct sk_buff *skb, struct net *net, int oif, __be32 saddr, __be32 daddr, u8 tos);
+int ferroce_tx_send6(struct sk_buff *skb, struct net *net, int oif, const struct in6_addr *saddr,
+		     const struct in6_addr *daddr, __be32 flowlabel);
+void ferroce_kfree_skb(struct sk_buff *skb);
+void ferroce_consume_skb(struct sk_buff *skb);
+/* Received packets: linearize and return the IP header and the bytes from
+ * it to the end; the netdev that owns the destination address (with a
+ * reference) or NULL. */
+int ferroce_rx_linear(struct sk_buff *skb, u8 **ip, unsigned int *len);
+struct net_device *ferroce_rx_netdev(struct sk_buff *skb);
+struct net *ferroce_dev_net(const struct net_device *ndev);
+int ferroce_netdev_ifindex(const struct net_device *ndev);
+
+/* --- UDP tunnel sockets, one pair per network namespace --- */
+typedef int (*ferroce_encap_rcv_t)(struct sock *sk, struct sk_buff *skb);
+struct socket *ferroce_udp_tunnel_open(struct net *net, bool ipv6, ferroce_encap_rcv_t rcv);
+void ferroce_udp_tunnel_close(struct socket *sock);
+void *ferroce_net_generic(const struct net *net, unsigned int id);
+void ferroce_net_lock(void);
+void ferroce_net_unlock(void);
+
+/* --- address handles --- */
+/* From a RoCE v2 GID attribute: the netdev ifindex and network type. */
+int ferroce_gid_attr_ifindex(const struct ib_gid_attr *attr);
+struct net *ferroce_gid_attr_net(const struct ib_gid_attr *attr);
+
+/* --- atomics on registered memory (8-byte aligned, inside one page) --- */
+u64 ferroce_page_cmpxchg(struct page *page, unsigned int off, u64 compare, u64 swap);
+u64 ferroce_page_fetch_add(struct page *page, unsigned int off, u64 add);
+u64 ferroce_va_cmpxchg(u64 *va, u64 compare, u64 swap);
+u64 ferroce_va_fetch_add(u64 *va, u64 add);
+
+/* --- misc --- */
+void ferroce_synchronize_net(void);
+void ferroce_skb_pull(struct sk_buff *skb, unsigned int len);
+void ferroce_skb_trim(struct sk_buff *skb, unsigned int len);
+void ferroce_ib_umem_release(struct ib_umem *umem);
+void ferroce_call_comp_handler(struct ib_cq *cq);

@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The boundary between ferroce and the kernel's RDMA core and networking
-//! stack. Every callback the core makes into ferroce enters here, every raw
-//! pointer is turned into a safe view here, and every `unsafe` block of the
-//! module is here. Shaped as a future `kernel::rdma` would be: the rest of
-//! the crate (`device.rs`) sees only safe types.
+//! The boundary between ferroce and the kernel's RDMA core: module
+//! registrations, the device structure, device and port queries and link
+//! add/delete. The other modules that face C are `objects.rs` (verbs
+//! objects and the datapath verbs), `net.rs` (sockets and packets) and
+//! `sync.rs` (the lock); `device.rs`, `state.rs` and the transport engine
+//! are safe Rust.
 
 use crate::device;
 use crate::ffi as b;
+use crate::net;
+use crate::objects;
+use crate::state::{self, DevState};
+use crate::sync::BhLock;
+use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 use core::cell::UnsafeCell;
 use core::ffi::{c_char, c_int, c_ulong, c_void, CStr};
 use kernel::error::{to_result, Error};
@@ -15,7 +21,7 @@ use kernel::prelude::*;
 
 /// A C structure that the kernel links into one of its lists (the RDMA link
 /// types, the netdev notifier chain) for as long as the module is loaded.
-struct Registered<T>(UnsafeCell<T>);
+pub(crate) struct Registered<T>(pub(crate) UnsafeCell<T>);
 
 // SAFETY: the wrapped structures are written only before registration (in
 // `Registration::new`, single-threaded module init); afterwards only the
@@ -51,9 +57,13 @@ pub(crate) struct Registration(());
 
 impl Registration {
     pub(crate) fn new() -> Result<Self> {
+        net::register_pernet()?;
         // SAFETY: the notifier block is static and stays valid until `drop`
         // unregisters it.
-        to_result(unsafe { b::register_netdevice_notifier(NETDEV_NOTIFIER.get()) })?;
+        if let Err(e) = to_result(unsafe { b::register_netdevice_notifier(NETDEV_NOTIFIER.get()) }) {
+            net::unregister_pernet();
+            return Err(e);
+        }
         // SAFETY: as above, for the link ops; `rdma_link_register` cannot fail.
         unsafe { b::rdma_link_register(LINK_OPS.get()) };
         Ok(Self(()))
@@ -71,6 +81,7 @@ impl Drop for Registration {
             b::ib_unregister_driver(device::DRIVER_ID);
             b::unregister_netdevice_notifier(NETDEV_NOTIFIER.get());
         }
+        net::unregister_pernet();
     }
 }
 
@@ -184,7 +195,6 @@ pub(crate) struct DeviceAttrs {
     pub(crate) hw_ver: u32,
     pub(crate) max_pkeys: u16,
     pub(crate) local_ca_ack_delay: u8,
-    pub(crate) page_size_cap: u64,
     pub(crate) allow_user_unregister: bool,
 }
 
@@ -200,16 +210,105 @@ pub(crate) struct PortAttrs {
 // ---------------------------------------------------------------------------
 // The ferroce device as the RDMA core allocates it.
 
+/// What the device counts (`rdma statistic show link NAME/1`): every packet
+/// received or sent, and every reason one was dropped.
+#[derive(Clone, Copy)]
+#[repr(usize)]
+pub(crate) enum Counter {
+    RxPackets,
+    RxAccepted,
+    RxMalformed,
+    RxBadIcrc,
+    RxNoQp,
+    RxDropped,
+    RxNak,
+    RxNoMem,
+    TxPackets,
+    TxNoRoute,
+    TxNoAh,
+    TxNoMem,
+    TxMalformed,
+    CqFull,
+}
+
+const NUM_COUNTERS: usize = 14;
+
+/// Counter names, in `Counter` order.
+static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered(UnsafeCell::new({
+    const fn d(name: &'static CStr) -> b::rdma_stat_desc {
+        b::rdma_stat_desc { name: name.as_ptr(), flags: 0, priv_: core::ptr::null() }
+    }
+    [
+        d(c"rx_packets"),
+        d(c"rx_accepted"),
+        d(c"rx_drop_malformed"),
+        d(c"rx_drop_bad_icrc"),
+        d(c"rx_drop_no_qp"),
+        d(c"rx_drop_transport"),
+        d(c"rx_nak_sent"),
+        d(c"rx_drop_no_mem"),
+        d(c"tx_packets"),
+        d(c"tx_drop_no_route"),
+        d(c"tx_drop_no_ah"),
+        d(c"tx_drop_no_mem"),
+        d(c"tx_drop_malformed"),
+        d(c"cq_full"),
+    ]
+}));
+
 /// ferroce's device structure. The RDMA core allocates it (`_ib_alloc_device`
 /// with our size, zeroed) and frees it; `ib_device` must come first.
+///
+/// # Invariants
+/// `state` is initialised before registration and dropped in
+/// `dealloc_driver`; `ndev` is the netdev the core holds for port 1.
 #[repr(C)]
 pub(crate) struct FerroceDevice {
     ib: b::ib_device,
+    pub(crate) state: BhLock<DevState>,
+    ndev: *mut b::net_device,
+    counters: [AtomicU64; NUM_COUNTERS],
+    pub(crate) pd_count: AtomicU32,
+    pub(crate) next_pd: AtomicU32,
+    ip_id: AtomicU16,
 }
 
 const _: () = assert!(core::mem::offset_of!(FerroceDevice, ib) == 0);
 
-fn errno(r: Result) -> c_int {
+impl FerroceDevice {
+    /// # Safety
+    /// `ibdev` must be a live ferroce device (registered, or being set up
+    /// by `add_device`).
+    pub(crate) unsafe fn from_ib<'a>(ibdev: *mut b::ib_device) -> &'a Self {
+        // SAFETY: guaranteed by the caller; ib_device is at offset 0.
+        unsafe { &*ibdev.cast::<Self>() }
+    }
+
+    pub(crate) fn ib_ptr(&self) -> *mut b::ib_device {
+        core::ptr::addr_of!(self.ib).cast_mut()
+    }
+
+    pub(crate) fn ndev(&self) -> *mut b::net_device {
+        self.ndev
+    }
+
+    pub(crate) fn ndev_mtu(&self) -> u32 {
+        // SAFETY: the core holds the netdev while the device exists.
+        unsafe { b::ferroce_netdev_mtu(self.ndev) }
+    }
+
+    pub(crate) fn count(&self, c: Counter) {
+        if let Some(x) = self.counters.get(c as usize) {
+            x.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn next_ip_id(&self) -> u16 {
+        self.ip_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+pub(crate) fn errno(r: Result) -> c_int {
     match r {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
@@ -232,7 +331,32 @@ fn device_ops() -> b::ib_device_ops {
     ops.alloc_ucontext = Some(alloc_ucontext);
     ops.dealloc_ucontext = Some(dealloc_ucontext);
     ops.dealloc_driver = Some(dealloc_driver);
+    ops.alloc_hw_port_stats = Some(alloc_hw_port_stats);
+    ops.get_hw_stats = Some(get_hw_stats);
+    ops.alloc_pd = Some(objects::alloc_pd);
+    ops.dealloc_pd = Some(objects::dealloc_pd);
+    ops.create_ah = Some(objects::create_ah);
+    ops.create_user_ah = Some(objects::create_ah);
+    ops.destroy_ah = Some(objects::destroy_ah);
+    ops.create_cq = Some(objects::create_cq);
+    ops.destroy_cq = Some(objects::destroy_cq);
+    ops.resize_user_cq = Some(objects::resize_cq);
+    ops.poll_cq = Some(objects::poll_cq);
+    ops.req_notify_cq = Some(objects::req_notify_cq);
+    ops.create_qp = Some(objects::create_qp);
+    ops.modify_qp = Some(objects::modify_qp);
+    ops.query_qp = Some(objects::query_qp);
+    ops.destroy_qp = Some(objects::destroy_qp);
+    ops.post_send = Some(objects::post_send);
+    ops.post_recv = Some(objects::post_recv);
+    ops.reg_user_mr = Some(objects::reg_user_mr);
+    ops.get_dma_mr = Some(objects::get_dma_mr);
+    ops.dereg_mr = Some(objects::dereg_mr);
     ops.size_ib_ucontext = core::mem::size_of::<FerroceUcontext>();
+    ops.size_ib_pd = objects::SIZE_PD;
+    ops.size_ib_ah = objects::SIZE_AH;
+    ops.size_ib_cq = objects::SIZE_CQ;
+    ops.size_ib_qp = objects::SIZE_QP;
     ops
 }
 
@@ -246,6 +370,9 @@ unsafe extern "C" fn newlink(name: *const c_char, ndev: *mut b::net_device) -> c
 
 fn add_device(name: &CStr, ndev: &NetDev) -> Result {
     device::check_newlink(name, ndev)?;
+    // SAFETY: the netdev is alive for the call.
+    net::ensure_sockets(unsafe { b::ferroce_dev_net(ndev.0) })?;
+    let tables = DevState::new()?;
     // SAFETY: allocates a zeroed device of our size in the initial network
     // namespace; checked for null below.
     let ibdev = unsafe {
@@ -255,10 +382,19 @@ fn add_device(name: &CStr, ndev: &NetDev) -> Result {
         return Err(ENOMEM);
     }
     let ops = device_ops();
-    // SAFETY: `ibdev` is a fresh, unregistered device we exclusively own;
-    // on any failure before registration succeeds it is freed with
-    // `ib_dealloc_device` and never touched again.
+    // SAFETY: `ibdev` is a fresh, unregistered device of our size that we
+    // exclusively own; on any failure before registration succeeds its
+    // state is dropped and it is freed with `ib_dealloc_device`, never
+    // touched again. After a successful registration `dealloc_driver`
+    // drops the state.
     let ret = unsafe {
+        let fdev = ibdev.cast::<FerroceDevice>();
+        BhLock::init(core::ptr::addr_of_mut!((*fdev).state), tables);
+        (*fdev).ndev = ndev.0;
+        (*ibdev).uverbs_cmd_mask |= (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
+            | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_RECV)
+            | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POLL_CQ)
+            | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
         b::ferroce_mark_name_assigned_by_user(ibdev);
         (*ibdev).node_type = b::RDMA_NODE_IB_CA as _;
         (*ibdev).phys_port_cnt = 1;
@@ -275,6 +411,7 @@ fn add_device(name: &CStr, ndev: &NetDev) -> Result {
             ret = b::ib_register_device(ibdev, name.as_ptr(), core::ptr::null_mut());
         }
         if ret != 0 {
+            BhLock::drop_in_place(core::ptr::addr_of_mut!((*fdev).state));
             b::ib_dealloc_device(ibdev);
         }
         ret
@@ -333,8 +470,39 @@ unsafe extern "C" fn netdev_event(
     b::NOTIFY_DONE as c_int
 }
 
-unsafe extern "C" fn dealloc_driver(_ibdev: *mut b::ib_device) {
-    // Nothing of ours outlives registration yet; the core frees the memory.
+unsafe extern "C" fn dealloc_driver(ibdev: *mut b::ib_device) {
+    // SAFETY: the core calls this once, after unregistration, when no verbs
+    // call or packet can reach the device; it frees the memory afterwards.
+    unsafe { BhLock::drop_in_place(core::ptr::addr_of_mut!((*ibdev.cast::<FerroceDevice>()).state)) };
+}
+
+unsafe extern "C" fn alloc_hw_port_stats(_ibdev: *mut b::ib_device, _port: u32) -> *mut b::rdma_hw_stats {
+    // SAFETY: the descriptor table is static.
+    unsafe {
+        b::rdma_alloc_hw_stats_struct(
+            COUNTER_DESCS.get().cast(),
+            NUM_COUNTERS as c_int,
+            b::RDMA_HW_STATS_DEFAULT_LIFESPAN as core::ffi::c_ulong,
+        )
+    }
+}
+
+unsafe extern "C" fn get_hw_stats(
+    ibdev: *mut b::ib_device,
+    stats: *mut b::rdma_hw_stats,
+    _port: u32,
+    _index: c_int,
+) -> c_int {
+    // SAFETY: `stats` was allocated by `alloc_hw_port_stats` with
+    // NUM_COUNTERS values; `ibdev` is our live device.
+    unsafe {
+        let dev = FerroceDevice::from_ib(ibdev);
+        let values = (*stats).value.as_mut_slice(NUM_COUNTERS);
+        for (v, c) in values.iter_mut().zip(dev.counters.iter()) {
+            *v = c.load(Ordering::Relaxed);
+        }
+    }
+    NUM_COUNTERS as c_int
 }
 
 unsafe extern "C" fn query_device(
@@ -357,7 +525,17 @@ unsafe extern "C" fn query_device(
         out.hw_ver = a.hw_ver;
         out.max_pkeys = a.max_pkeys;
         out.local_ca_ack_delay = a.local_ca_ack_delay;
-        out.page_size_cap = a.page_size_cap;
+        out.max_mr_size = 1u64 << 40;
+        out.max_qp = (state::MAX_QP - state::FIRST_QPN) as c_int;
+        out.max_qp_wr = state::MAX_QP_WR as c_int;
+        out.max_send_sge = crate::transport::verbs::MAX_SGE as c_int;
+        out.max_recv_sge = crate::transport::verbs::MAX_SGE as c_int;
+        out.max_cq = state::MAX_CQ as c_int;
+        out.max_cqe = state::MAX_CQE as c_int;
+        out.max_mr = (state::MAX_MR - 1) as c_int;
+        out.max_pd = state::MAX_PD as c_int;
+        out.max_ah = (state::MAX_AH - 1) as c_int;
+        out.page_size_cap = state::PAGE_SIZE as u64;
         if a.allow_user_unregister {
             out.kernel_cap_flags |= b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
         }

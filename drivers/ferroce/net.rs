@@ -1,0 +1,452 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RoCEv2 on the wire: one pair of UDP tunnel sockets (port 4791, IPv4 and
+//! IPv6) per network namespace, encapsulation of the engine's transport
+//! packets into IP/UDP with the ICRC, and the receive path that checks IP,
+//! UDP and the ICRC before the engine sees a byte.
+
+use crate::ffi as b;
+use crate::rdma::{Counter, FerroceDevice, Registered};
+use crate::state::{Av, CqSlot, DevState, Mem};
+use crate::transport::engine::{NetHeader, RxOutcome};
+use crate::transport::qp::QpType;
+use crate::transport::wire::icrc;
+use core::cell::UnsafeCell;
+use core::ffi::{c_int, c_uint};
+use kernel::prelude::*;
+
+pub(crate) const ROCE_PORT: u16 = 4791;
+const IPV4_LEN: usize = 20;
+const IPV6_LEN: usize = 40;
+const UDP_LEN: usize = 8;
+const ICRC_LEN: usize = 4;
+/// Transport packets are written after room for the larger IP header.
+const TX_HEADROOM: usize = IPV6_LEN + UDP_LEN;
+/// Largest transport packet: 4096 bytes of payload plus headers and pad.
+const TX_MAX_TRANSPORT: usize = crate::transport::pkt::tx_buffer_len(4096);
+const TX_ALLOC: usize = TX_HEADROOM + TX_MAX_TRANSPORT + ICRC_LEN;
+
+// ---------------------------------------------------------------------------
+// Per-namespace sockets
+
+/// The sockets of one network namespace (`net_generic` storage, zeroed by
+/// the kernel when the namespace is set up).
+#[repr(C)]
+struct NetSocks {
+    s4: *mut b::socket,
+    s6: *mut b::socket,
+}
+
+static NET_ID: Registered<c_uint> = Registered::new(0);
+
+static PERNET: Registered<b::pernet_operations> = Registered::new({
+    // SAFETY: all-zero is a valid, unregistered pernet_operations.
+    let mut ops: b::pernet_operations = unsafe { core::mem::zeroed() };
+    ops.id = NET_ID.as_ptr();
+    ops.size = core::mem::size_of::<NetSocks>();
+    ops.exit = Some(pernet_exit);
+    ops
+});
+
+pub(crate) fn register_pernet() -> Result {
+    // SAFETY: PERNET is static; it is unregistered in `unregister_pernet`.
+    kernel::error::to_result(unsafe { b::register_pernet_subsys(PERNET.as_ptr()) })
+}
+
+pub(crate) fn unregister_pernet() {
+    // SAFETY: registered in `register_pernet`. The exit callback closes
+    // every namespace's sockets; then no receive callback runs any more.
+    unsafe {
+        b::unregister_pernet_subsys(PERNET.as_ptr());
+        b::ferroce_synchronize_net();
+    }
+}
+
+unsafe extern "C" fn pernet_exit(net: *mut b::net) {
+    // SAFETY: the kernel calls us with a namespace being dismantled, whose
+    // generic storage holds our NetSocks.
+    unsafe {
+        let socks = b::ferroce_net_generic(net, *NET_ID.as_ptr()).cast::<NetSocks>();
+        for s in [&mut (*socks).s4, &mut (*socks).s6] {
+            if !s.is_null() {
+                b::ferroce_udp_tunnel_close(*s);
+                *s = core::ptr::null_mut();
+            }
+        }
+    }
+}
+
+/// Opens the namespace's sockets if this is its first ferroce device.
+pub(crate) fn ensure_sockets(net: *mut b::net) -> Result {
+    // SAFETY: `net` is the live namespace of a netdev the caller holds; the
+    // global mutex serialises socket creation; the storage is ours.
+    unsafe {
+        b::ferroce_net_lock();
+        let socks = b::ferroce_net_generic(net, *NET_ID.as_ptr()).cast::<NetSocks>();
+        let mut ret = Ok(());
+        for (ipv6, s) in [(false, &mut (*socks).s4), (true, &mut (*socks).s6)] {
+            if !s.is_null() {
+                continue;
+            }
+            let sock = b::ferroce_udp_tunnel_open(net, ipv6, Some(encap_rcv));
+            let err = b::ferroce_ptr_err(sock.cast());
+            if err == 0 {
+                *s = sock;
+            } else if ipv6 && err == -97 /* EAFNOSUPPORT */ {
+                // IPv6 disabled: IPv4 only.
+            } else {
+                if err == -98 /* EADDRINUSE */ {
+                    pr_err!(
+                        "UDP port {} is already in use in this network namespace (rdma_rxe with a device here?); delete that device or unload rdma_rxe\n",
+                        ROCE_PORT
+                    );
+                }
+                ret = Err(Error::from_errno(err as i32));
+                break;
+            }
+        }
+        b::ferroce_net_unlock();
+        ret
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Completions
+
+/// CQs whose completion handler must run once the device lock is dropped.
+pub(crate) struct Notify {
+    cqs: [*mut b::ib_cq; 4],
+    n: usize,
+    overflowed: bool,
+}
+
+impl Notify {
+    pub(crate) fn new() -> Self {
+        Self {
+            cqs: [core::ptr::null_mut(); 4],
+            n: 0,
+            overflowed: false,
+        }
+    }
+
+    fn add(&mut self, cq: *mut b::ib_cq) {
+        if self.cqs.iter().take(self.n).any(|&c| c == cq) {
+            return;
+        }
+        if let Some(slot) = self.cqs.get_mut(self.n) {
+            *slot = cq;
+            self.n += 1;
+        } else {
+            self.overflowed = true;
+        }
+    }
+
+    /// Runs the handlers. Call without the device lock: a kernel ULP's
+    /// handler may poll the CQ right away.
+    pub(crate) fn run(self) {
+        for &cq in self.cqs.iter().take(self.n) {
+            // SAFETY: the CQ was live when recorded under the device lock,
+            // and the core destroys a CQ only after its users (the QP whose
+            // work produced the completion, still inside a verbs call or the
+            // receive path) are gone.
+            unsafe { b::ferroce_call_comp_handler(cq) };
+        }
+    }
+}
+
+/// Moves the finished completions of QP `qpn` into its CQs. A full CQ
+/// leaves the rest waiting in the QP (counted), to be moved by a later call.
+pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version: u8, notify: &mut Notify) {
+    let DevState { qps, cqs, .. } = st;
+    let Some(e) = qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else {
+        return;
+    };
+    for recv in [false, true] {
+        let idx = if recv { e.recv_cq } else { e.send_cq };
+        let Some(cq) = cqs.get_mut(idx).and_then(|c| c.as_deref_mut()) else {
+            continue;
+        };
+        loop {
+            if cq.is_full() {
+                let pending = if recv { e.qp.recv_queue_len() } else { e.qp.send_queue_len() };
+                if pending > 0 {
+                    dev.count(Counter::CqFull);
+                }
+                break;
+            }
+            let c = if recv { e.qp.poll_recv_cq() } else { e.qp.poll_send_cq() };
+            let Some(cqe) = c else { break };
+            let _ = cq.push(CqSlot {
+                cqe,
+                ibqp: e.ibqp,
+                ip_version: if recv { ip_version } else { 0 },
+            });
+            if cq.armed != 0 {
+                cq.armed = 0;
+                notify.add(cq.ibcq);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Transmit
+
+/// Runs QP `qpn`'s send side: every packet the engine has ready is
+/// encapsulated and handed to the IP stack; completions go to the CQs.
+pub(crate) fn kick(dev: &FerroceDevice, qpn: u32) {
+    loop {
+        // SAFETY: the device's netdev is held by the RDMA core while the
+        // device is registered, which it is during verbs calls and receive.
+        let skb = unsafe { b::ferroce_tx_alloc(dev.ndev(), TX_ALLOC as u32) };
+        if skb.is_null() {
+            dev.count(Counter::TxNoMem);
+            return;
+        }
+        // SAFETY: the skb is linear with TX_ALLOC bytes at its data pointer
+        // and exclusively ours until sent or freed.
+        let buf = unsafe { core::slice::from_raw_parts_mut(b::ferroce_skb_data(skb), TX_ALLOC) };
+        let mut notify = Notify::new();
+        let ready = {
+            let mut st = dev.state.lock();
+            let now = now_ns();
+            let st = &mut *st;
+            let out = match st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
+                None => None,
+                Some(e) => {
+                    let mut mem = Mem { mrs: &mut st.mrs };
+                    let transport = buf.get_mut(TX_HEADROOM..TX_HEADROOM + TX_MAX_TRANSPORT);
+                    match transport.and_then(|t| e.qp.poll_transmit(now, &mut mem, t)) {
+                        None => None,
+                        Some(t) => {
+                            let av = match e.qp.qp_type() {
+                                QpType::Ud => st.ahs.get(t.ah as usize).copied().flatten(),
+                                QpType::Rc => e.path,
+                            };
+                            Some((t, av, e.qpn_source_port(t.dest_qpn)))
+                        }
+                    }
+                }
+            };
+            drain(dev, st, qpn, 0, &mut notify);
+            out
+        };
+        notify.run();
+        let Some((t, av, sport)) = ready else {
+            // SAFETY: unsent skb of ours.
+            unsafe { b::ferroce_kfree_skb(skb) };
+            return;
+        };
+        let Some(av) = av else {
+            dev.count(Counter::TxNoAh);
+            // SAFETY: unsent skb of ours.
+            unsafe { b::ferroce_kfree_skb(skb) };
+            continue;
+        };
+        send(dev, skb, buf, t.len, &av, sport);
+    }
+}
+
+fn now_ns() -> u64 {
+    // SAFETY: reads the monotonic clock.
+    unsafe { b::ferroce_now_ns() }
+}
+
+/// Wraps the transport packet at `buf[TX_HEADROOM..][..len]` in UDP/IP,
+/// appends the ICRC and sends it; consumes the skb.
+fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, buf: &mut [u8], len: usize, av: &Av, sport: u16) {
+    let ip_len = if av.ipv6 { IPV6_LEN } else { IPV4_LEN };
+    let start = TX_HEADROOM - UDP_LEN - ip_len;
+    let total = ip_len + UDP_LEN + len + ICRC_LEN;
+    let Some(pkt) = buf.get_mut(start..start + total) else {
+        // SAFETY: unsent skb of ours.
+        unsafe { b::ferroce_kfree_skb(skb) };
+        return;
+    };
+    if encap(pkt, av, sport, dev.next_ip_id()).is_err() {
+        dev.count(Counter::TxMalformed);
+        // SAFETY: unsent skb of ours.
+        unsafe { b::ferroce_kfree_skb(skb) };
+        return;
+    }
+    // SAFETY: `start + total <= TX_ALLOC`, the skb's length; the stack
+    // takes ownership of the skb in the send call.
+    let ret = unsafe {
+        b::ferroce_skb_pull(skb, start as u32);
+        b::ferroce_skb_trim(skb, total as u32);
+        if av.ipv6 {
+            b::ferroce_tx_send6(skb, av.net, av.ifindex, av.sip.as_ptr().cast(), av.dip.as_ptr().cast(), av.flow_label.to_be())
+        } else {
+            let s = u32::from_ne_bytes([av.sip[0], av.sip[1], av.sip[2], av.sip[3]]);
+            let d = u32::from_ne_bytes([av.dip[0], av.dip[1], av.dip[2], av.dip[3]]);
+            b::ferroce_tx_send4(skb, av.net, av.ifindex, s, d, av.tclass)
+        }
+    };
+    if ret == -113 /* EHOSTUNREACH */ {
+        dev.count(Counter::TxNoRoute);
+    } else {
+        dev.count(Counter::TxPackets);
+    }
+}
+
+/// Writes the IP and UDP headers in front of the transport packet and the
+/// ICRC after it (`pkt` is exactly the IP packet).
+pub(crate) fn encap(pkt: &mut [u8], av: &Av, sport: u16, ip_id: u16) -> core::result::Result<(), ()> {
+    let total = pkt.len();
+    let ip_len = if av.ipv6 { IPV6_LEN } else { IPV4_LEN };
+    let udp_len = u16::try_from(total - ip_len).map_err(|_| ())?;
+    {
+        let ip = pkt.get_mut(..ip_len).ok_or(())?;
+        if av.ipv6 {
+            let vtf = (6u32 << 28) | (u32::from(av.tclass) << 20) | (av.flow_label & 0xf_ffff);
+            ip[0..4].copy_from_slice(&vtf.to_be_bytes());
+            ip[4..6].copy_from_slice(&udp_len.to_be_bytes());
+            ip[6] = 17;
+            ip[7] = av.hop_limit;
+            ip[8..24].copy_from_slice(&av.sip);
+            ip[24..40].copy_from_slice(&av.dip);
+        } else {
+            let tot = u16::try_from(total).map_err(|_| ())?;
+            ip[0] = 0x45;
+            ip[1] = av.tclass;
+            ip[2..4].copy_from_slice(&tot.to_be_bytes());
+            ip[4..6].copy_from_slice(&ip_id.to_be_bytes());
+            ip[6..8].copy_from_slice(&0x4000u16.to_be_bytes()); // DF
+            ip[8] = av.hop_limit;
+            ip[9] = 17;
+            ip[10..12].copy_from_slice(&[0, 0]); // filled in by the IP layer
+            ip[12..16].copy_from_slice(&av.sip[..4]);
+            ip[16..20].copy_from_slice(&av.dip[..4]);
+        }
+    }
+    {
+        let udp = pkt.get_mut(ip_len..ip_len + UDP_LEN).ok_or(())?;
+        udp[0..2].copy_from_slice(&sport.to_be_bytes());
+        udp[2..4].copy_from_slice(&ROCE_PORT.to_be_bytes());
+        udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
+        udp[6..8].copy_from_slice(&[0, 0]);
+    }
+    icrc::fill(pkt).map_err(|_| ())?;
+    if av.ipv6 {
+        // IPv6 requires the UDP checksum; the ICRC masks it, so it is
+        // computed last, over the final datagram.
+        let csum = udp6_checksum(&av.sip, &av.dip, pkt.get(ip_len..).ok_or(())?);
+        pkt.get_mut(ip_len + 6..ip_len + 8).ok_or(())?.copy_from_slice(&csum.to_be_bytes());
+    }
+    Ok(())
+}
+
+/// The UDP checksum of a datagram over IPv6 (RFC 8200 section 8.1).
+pub(crate) fn udp6_checksum(src: &[u8; 16], dst: &[u8; 16], datagram: &[u8]) -> u16 {
+    let mut sum: u64 = 0;
+    let mut add = |bytes: &[u8]| {
+        let mut it = bytes.chunks_exact(2);
+        for w in &mut it {
+            sum += u64::from(u16::from_be_bytes([w[0], w[1]]));
+        }
+        if let [last] = it.remainder() {
+            sum += u64::from(u16::from_be_bytes([*last, 0]));
+        }
+    };
+    add(src);
+    add(dst);
+    add(&(datagram.len() as u32).to_be_bytes());
+    add(&[0, 0, 0, 17]);
+    add(datagram);
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    match !(sum as u16) {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Receive
+
+/// The UDP tunnel's receive callback: every datagram to port 4791.
+unsafe extern "C" fn encap_rcv(_sk: *mut b::sock, skb: *mut b::sk_buff) -> c_int {
+    // SAFETY: the UDP layer hands us a valid skb we now own; the device
+    // reference taken here is dropped below.
+    unsafe {
+        let ndev = b::ferroce_rx_netdev(skb);
+        if ndev.is_null() {
+            b::ferroce_kfree_skb(skb);
+            return 0;
+        }
+        let ibdev = b::ib_device_get_by_netdev(ndev, crate::device::DRIVER_ID);
+        b::ferroce_dev_put(ndev);
+        if ibdev.is_null() {
+            b::ferroce_kfree_skb(skb);
+            return 0;
+        }
+        let dev = FerroceDevice::from_ib(ibdev);
+        let mut ip = core::ptr::null_mut();
+        let mut len = 0u32;
+        if b::ferroce_rx_linear(skb, &mut ip, &mut len) != 0 {
+            dev.count(Counter::RxNoMem);
+            b::ferroce_kfree_skb(skb);
+        } else {
+            receive(dev, core::slice::from_raw_parts(ip, len as usize));
+            b::ferroce_consume_skb(skb);
+        }
+        b::ib_device_put(ibdev);
+    }
+    0
+}
+
+/// One received IP packet (IP header to the end of the skb).
+fn receive(dev: &FerroceDevice, packet: &[u8]) {
+    dev.count(Counter::RxPackets);
+    let parts = match icrc::split(packet) {
+        Ok(p) => p,
+        Err(_) => return dev.count(Counter::RxMalformed),
+    };
+    if parts.udp.get(2..4) != Some(&ROCE_PORT.to_be_bytes()[..]) {
+        return dev.count(Counter::RxMalformed);
+    }
+    if parts.check_icrc().is_err() {
+        return dev.count(Counter::RxBadIcrc);
+    }
+    let transport = parts.transport;
+    let Some(qpn_bytes) = transport.get(5..8) else {
+        return dev.count(Counter::RxMalformed);
+    };
+    let qpn = u32::from_be_bytes([0, qpn_bytes[0], qpn_bytes[1], qpn_bytes[2]]);
+    let (net, ipv) = match parts.ip.len() {
+        IPV6_LEN => (NetHeader::Ipv6(parts.ip), 6),
+        _ => (NetHeader::Ipv4(parts.ip), 4),
+    };
+    let mut notify = Notify::new();
+    let rc = {
+        let mut st = dev.state.lock();
+        let st = &mut *st;
+        let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else {
+            return dev.count(Counter::RxNoQp);
+        };
+        let mut mem = Mem { mrs: &mut st.mrs };
+        match e.qp.receive(now_ns(), &mut mem, transport, net) {
+            RxOutcome::Accepted => dev.count(Counter::RxAccepted),
+            RxOutcome::Dropped => dev.count(Counter::RxDropped),
+            RxOutcome::Nak => dev.count(Counter::RxNak),
+        }
+        let rc = e.qp.qp_type() == QpType::Rc;
+        drain(dev, st, qpn, ipv, &mut notify);
+        rc
+    };
+    notify.run();
+    if rc {
+        kick(dev, qpn);
+    }
+}
+
+/// A plain value in a static the kernel writes (the pernet id).
+impl<T> Registered<T> {
+    pub(crate) const fn new(v: T) -> Self {
+        Registered(UnsafeCell::new(v))
+    }
+    pub(crate) const fn as_ptr(&self) -> *mut T {
+        self.0.get()
+    }
+}

@@ -1,0 +1,906 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Verbs objects (PD, AH, CQ, QP, MR) and the datapath verbs (post_send,
+//! post_recv, poll_cq, req_notify_cq): the RDMA core's callbacks, turning
+//! its C structures into the transport engine's work requests and back.
+//!
+//! Objects other than MRs live in memory the RDMA core allocates with our
+//! sizes (`size_ib_*` in the device ops, core structure first); their
+//! mutable state lives in the device's tables (`state.rs`), reached under
+//! the device lock.
+
+use crate::ffi as b;
+use crate::net::{self, Notify};
+use crate::rdma::{errno, FerroceDevice};
+use crate::state::{
+    Av, CqEntry, MrEntry, MrKind, QpEntry, Slots, GSI_QPN, MAX_CQE, MAX_PD, MAX_QP_WR, PAGE_SIZE,
+};
+use crate::transport::engine::{Qp, QpConfig, RecvSlot, SendSlot};
+use crate::transport::qp::{mask, Mtu, QpAttr, QpState, QpType};
+use crate::transport::verbs::{self as ev, send_flags, RecvWqe, SendWqe, Sge, WrOpcode, MAX_SGE};
+use core::ffi::c_int;
+use core::ptr::null_mut;
+use core::sync::atomic::Ordering;
+use kernel::prelude::*;
+
+#[repr(C)]
+pub(crate) struct FerrocePd {
+    ib: b::ib_pd,
+    handle: u32,
+}
+
+#[repr(C)]
+pub(crate) struct FerroceAh {
+    ib: b::ib_ah,
+    index: u32,
+}
+
+#[repr(C)]
+pub(crate) struct FerroceCq {
+    ib: b::ib_cq,
+    index: u32,
+}
+
+#[repr(C)]
+pub(crate) struct FerroceQp {
+    ib: b::ib_qp,
+}
+
+/// MRs are allocated by the driver (the core only allocates the others).
+#[repr(C)]
+pub(crate) struct FerroceMr {
+    ib: b::ib_mr,
+    umem: *mut b::ib_umem,
+}
+
+const _: () = {
+    assert!(core::mem::offset_of!(FerrocePd, ib) == 0);
+    assert!(core::mem::offset_of!(FerroceAh, ib) == 0);
+    assert!(core::mem::offset_of!(FerroceCq, ib) == 0);
+    assert!(core::mem::offset_of!(FerroceQp, ib) == 0);
+    assert!(core::mem::offset_of!(FerroceMr, ib) == 0);
+};
+
+pub(crate) const SIZE_PD: usize = core::mem::size_of::<FerrocePd>();
+pub(crate) const SIZE_AH: usize = core::mem::size_of::<FerroceAh>();
+pub(crate) const SIZE_CQ: usize = core::mem::size_of::<FerroceCq>();
+pub(crate) const SIZE_QP: usize = core::mem::size_of::<FerroceQp>();
+
+/// EOPNOTSUPP, which the kernel crate does not name.
+fn eopnotsupp() -> Error {
+    Error::from_errno(-95)
+}
+
+/// `ERR_PTR(e)`.
+fn err_ptr<T>(e: Error) -> *mut T {
+    e.to_errno() as isize as *mut T
+}
+
+/// The device of a core object.
+///
+/// # Safety
+/// `ibdev` must be the `device` of a live ferroce object.
+unsafe fn dev_of<'a>(ibdev: *mut b::ib_device) -> &'a FerroceDevice {
+    // SAFETY: guaranteed by the caller.
+    unsafe { FerroceDevice::from_ib(ibdev) }
+}
+
+/// Refuses driver-specific input and output: ferroce's verbs carry none.
+///
+/// # Safety
+/// `udata` is null or the core's udata for the call.
+unsafe fn no_udata(udata: *mut b::ib_udata) -> Result {
+    // SAFETY: guaranteed by the caller.
+    if unsafe { b::ferroce_udata_inlen(udata) != 0 || b::ferroce_udata_outlen(udata) != 0 } {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+// --- PD ------------------------------------------------------------------------
+
+pub(crate) unsafe extern "C" fn alloc_pd(ibpd: *mut b::ib_pd, udata: *mut b::ib_udata) -> c_int {
+    // SAFETY: the core passes a zeroed object of our size with `device` set.
+    errno(unsafe {
+        no_udata(udata).and_then(|()| {
+            let dev = dev_of((*ibpd).device);
+            if dev.pd_count.fetch_add(1, Ordering::Relaxed) >= MAX_PD {
+                dev.pd_count.fetch_sub(1, Ordering::Relaxed);
+                return Err(ENOMEM);
+            }
+            // Handles are never 0 and wrap only after 2^32 allocations.
+            let mut h = dev.next_pd.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+            if h == 0 {
+                h = dev.next_pd.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+            }
+            (*ibpd.cast::<FerrocePd>()).handle = h;
+            Ok(())
+        })
+    })
+}
+
+pub(crate) unsafe extern "C" fn dealloc_pd(ibpd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> c_int {
+    // SAFETY: a PD from `alloc_pd`.
+    unsafe { dev_of((*ibpd).device).pd_count.fetch_sub(1, Ordering::Relaxed) };
+    0
+}
+
+/// The PD handle the engine and MRs use.
+///
+/// # Safety
+/// `ibpd` must be a live ferroce PD.
+unsafe fn pd_handle(ibpd: *mut b::ib_pd) -> u32 {
+    // SAFETY: guaranteed by the caller.
+    unsafe { (*ibpd.cast::<FerrocePd>()).handle }
+}
+
+// --- AH ------------------------------------------------------------------------
+
+fn is_v4_mapped(gid: &[u8; 16]) -> bool {
+    gid[..10].iter().all(|&x| x == 0) && gid[10] == 0xff && gid[11] == 0xff
+}
+
+/// A RoCE v2 address vector from a verbs address (`rdma_ah_attr`).
+///
+/// # Safety
+/// `attr` must be a valid attribute structure whose `sgid_attr`, if set,
+/// is a live GID table entry.
+pub(crate) unsafe fn av_from_attr(attr: &b::rdma_ah_attr) -> Result<Av> {
+    if attr.type_ != b::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE || attr.port_num != 1 {
+        return Err(EINVAL);
+    }
+    if u32::from(attr.ah_flags) & b::ib_ah_flags_IB_AH_GRH == 0 {
+        return Err(EINVAL);
+    }
+    let grh = &attr.grh;
+    if grh.sgid_attr.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: checked non-null; the core holds the GID entry for the call.
+    let sattr = unsafe { &*grh.sgid_attr };
+    if sattr.gid_type != b::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP {
+        // RoCE v1 (raw Ethernet) is not spoken.
+        return Err(EINVAL);
+    }
+    // SAFETY: `ib_gid` is a union of byte arrays and integers of 16 bytes.
+    let (sgid, dgid) = unsafe { (sattr.gid.raw, grh.dgid.raw) };
+    let v4 = is_v4_mapped(&sgid);
+    if v4 != is_v4_mapped(&dgid) {
+        return Err(EINVAL);
+    }
+    let mut av = Av {
+        ipv6: !v4,
+        sip: [0; 16],
+        dip: [0; 16],
+        tclass: grh.traffic_class,
+        hop_limit: if grh.hop_limit == 0 { 64 } else { grh.hop_limit },
+        flow_label: grh.flow_label & 0xf_ffff,
+        // SAFETY: a live GID entry.
+        ifindex: unsafe { b::ferroce_gid_attr_ifindex(sattr) },
+        // SAFETY: as above.
+        net: unsafe { b::ferroce_gid_attr_net(sattr) },
+    };
+    if v4 {
+        av.sip[..4].copy_from_slice(&sgid[12..]);
+        av.dip[..4].copy_from_slice(&dgid[12..]);
+    } else {
+        av.sip = sgid;
+        av.dip = dgid;
+    }
+    Ok(av)
+}
+
+pub(crate) unsafe extern "C" fn create_ah(
+    ibah: *mut b::ib_ah,
+    init: *mut b::rdma_ah_init_attr,
+    _udata: *mut b::ib_udata,
+) -> c_int {
+    // SAFETY: the core passes a zeroed AH of our size (device set) and a
+    // valid init attribute whose ah_attr is valid for the call. Nothing here
+    // sleeps: kernel callers may create AHs in atomic context.
+    errno(unsafe {
+        let dev = dev_of((*ibah).device);
+        av_from_attr(&*(*init).ah_attr).and_then(|av| {
+            let mut st = dev.state.lock();
+            let idx = st.alloc_ah().ok_or(ENOMEM)?;
+            if let Some(slot) = st.ahs.get_mut(idx) {
+                *slot = Some(av);
+            }
+            (*ibah.cast::<FerroceAh>()).index = idx as u32;
+            Ok(())
+        })
+    })
+}
+
+pub(crate) unsafe extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> c_int {
+    // SAFETY: an AH from `create_ah`.
+    unsafe {
+        let dev = dev_of((*ibah).device);
+        let idx = (*ibah.cast::<FerroceAh>()).index as usize;
+        if let Some(slot) = dev.state.lock().ahs.get_mut(idx) {
+            *slot = None;
+        }
+    }
+    0
+}
+
+// --- CQ ------------------------------------------------------------------------
+
+pub(crate) unsafe extern "C" fn create_cq(
+    ibcq: *mut b::ib_cq,
+    attr: *const b::ib_cq_init_attr,
+    _attrs: *mut b::uverbs_attr_bundle,
+) -> c_int {
+    // SAFETY: the core passes a zeroed CQ of our size (device set) and a
+    // valid attribute structure.
+    errno(unsafe {
+        let a = &*attr;
+        let dev = dev_of((*ibcq).device);
+        (|| {
+            if a.flags != 0 {
+                return Err(eopnotsupp());
+            }
+            if a.comp_vector != 0 || a.cqe == 0 || a.cqe > MAX_CQE {
+                return Err(EINVAL);
+            }
+            let entry = CqEntry::new(ibcq, a.cqe as usize)?;
+            let mut st = dev.state.lock();
+            let idx = st.alloc_cq().ok_or(ENOMEM)?;
+            if let Some(slot) = st.cqs.get_mut(idx) {
+                *slot = Some(entry);
+            }
+            (*ibcq.cast::<FerroceCq>()).index = idx as u32;
+            (*ibcq).cqe = a.cqe as c_int;
+            Ok(())
+        })()
+    })
+}
+
+/// # Safety
+/// `ibcq` must be a live ferroce CQ.
+unsafe fn cq_index(ibcq: *mut b::ib_cq) -> usize {
+    // SAFETY: guaranteed by the caller.
+    unsafe { (*ibcq.cast::<FerroceCq>()).index as usize }
+}
+
+pub(crate) unsafe extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> c_int {
+    // SAFETY: a CQ from `create_cq`; the entry is dropped after the lock.
+    errno(unsafe {
+        let dev = dev_of((*ibcq).device);
+        let taken = {
+            let mut st = dev.state.lock();
+            match st.cqs.get_mut(cq_index(ibcq)) {
+                Some(slot) if slot.as_ref().is_some_and(|c| c.users > 0) => Err(EBUSY),
+                Some(slot) => Ok(slot.take()),
+                None => Ok(None),
+            }
+        };
+        taken.map(drop)
+    })
+}
+
+pub(crate) unsafe extern "C" fn resize_cq(ibcq: *mut b::ib_cq, cqe: u32, udata: *mut b::ib_udata) -> c_int {
+    // SAFETY: a CQ from `create_cq`; the old ring is freed after the lock.
+    errno(unsafe {
+        (|| {
+            no_udata(udata)?;
+            if cqe == 0 || cqe > MAX_CQE {
+                return Err(EINVAL);
+            }
+            let dev = dev_of((*ibcq).device);
+            let ring = CqEntry::alloc_ring(cqe as usize)?;
+            let old = {
+                let mut st = dev.state.lock();
+                let cq = st.cqs.get_mut(cq_index(ibcq)).and_then(|c| c.as_deref_mut()).ok_or(EINVAL)?;
+                cq.replace_ring(ring).map_err(|_| EINVAL)?
+            };
+            drop(old);
+            (*ibcq).cqe = cqe as c_int;
+            Ok(())
+        })()
+    })
+}
+
+pub(crate) unsafe extern "C" fn poll_cq(ibcq: *mut b::ib_cq, num: c_int, wc: *mut b::ib_wc) -> c_int {
+    // SAFETY: a CQ from `create_cq`; `wc` has room for `num` entries.
+    unsafe {
+        let dev = dev_of((*ibcq).device);
+        let mut st = dev.state.lock();
+        let Some(cq) = st.cqs.get_mut(cq_index(ibcq)).and_then(|c| c.as_deref_mut()) else {
+            return 0;
+        };
+        let mut n = 0;
+        while n < num {
+            let Some(s) = cq.pop() else { break };
+            let out = wc.add(n as usize);
+            out.write(core::mem::zeroed());
+            let w = &mut *out;
+            w.__bindgen_anon_1.wr_id = s.cqe.wr_id;
+            w.status = s.cqe.status as u32;
+            w.opcode = s.cqe.opcode as u32;
+            w.vendor_err = s.cqe.vendor_err;
+            w.byte_len = s.cqe.byte_len;
+            w.qp = s.ibqp;
+            let f = s.cqe.wc_flags;
+            let mut flags = 0u32;
+            if f & ev::wc_flags::GRH != 0 {
+                flags |= b::ib_wc_flags_IB_WC_GRH;
+            }
+            if f & ev::wc_flags::WITH_IMM != 0 {
+                flags |= b::ib_wc_flags_IB_WC_WITH_IMM;
+                w.ex.imm_data = s.cqe.imm_data.to_be();
+            }
+            if f & ev::wc_flags::WITH_INV != 0 {
+                flags |= b::ib_wc_flags_IB_WC_WITH_INVALIDATE;
+                w.ex.invalidate_rkey = s.cqe.imm_data;
+            }
+            if s.ip_version != 0 {
+                flags |= b::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE;
+                w.network_hdr_type = if s.ip_version == 6 {
+                    b::rdma_network_type_RDMA_NETWORK_IPV6
+                } else {
+                    b::rdma_network_type_RDMA_NETWORK_IPV4
+                } as u8;
+            }
+            w.wc_flags = flags as c_int;
+            w.src_qp = s.cqe.src_qp;
+            w.pkey_index = s.cqe.pkey_index;
+            w.port_num = 1;
+            n += 1;
+        }
+        n
+    }
+}
+
+pub(crate) unsafe extern "C" fn req_notify_cq(ibcq: *mut b::ib_cq, flags: b::ib_cq_notify_flags) -> c_int {
+    // SAFETY: a CQ from `create_cq`.
+    unsafe {
+        let dev = dev_of((*ibcq).device);
+        let mut st = dev.state.lock();
+        let Some(cq) = st.cqs.get_mut(cq_index(ibcq)).and_then(|c| c.as_deref_mut()) else {
+            return EINVAL.to_errno();
+        };
+        cq.armed = flags & b::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK;
+        if flags & b::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0 && cq.len() > 0 {
+            return 1;
+        }
+    }
+    0
+}
+
+// --- QP ------------------------------------------------------------------------
+
+/// The IB MTU of the device's port now.
+fn port_mtu(dev: &FerroceDevice) -> Mtu {
+    let e = crate::rdma::ib_mtu_from_bytes(dev.ndev_mtu().saturating_sub(crate::device::ROCE_OVERHEAD));
+    Mtu::from_u32(e).unwrap_or(Mtu::Mtu256)
+}
+
+fn mtu_bytes(m: Mtu) -> u32 {
+    128 << (m as u32)
+}
+
+pub(crate) unsafe extern "C" fn create_qp(
+    ibqp: *mut b::ib_qp,
+    init: *mut b::ib_qp_init_attr,
+    udata: *mut b::ib_udata,
+) -> c_int {
+    // SAFETY: the core passes a zeroed QP of our size with device, pd and
+    // CQs set, and a valid init attribute it reads back our caps from.
+    errno(unsafe {
+        (|| {
+            no_udata(udata)?;
+            let ia = &mut *init;
+            let dev = dev_of((*ibqp).device);
+            let gsi = match ia.qp_type {
+                b::ib_qp_type_IB_QPT_UD => false,
+                b::ib_qp_type_IB_QPT_GSI => true,
+                _ => return Err(eopnotsupp()),
+            };
+            if !ia.srq.is_null() || ia.create_flags != 0 || !ia.rwq_ind_tbl.is_null() {
+                return Err(eopnotsupp());
+            }
+            let cap = &mut ia.cap;
+            if cap.max_send_wr > MAX_QP_WR
+                || cap.max_recv_wr > MAX_QP_WR
+                || cap.max_send_sge as usize > MAX_SGE
+                || cap.max_recv_sge as usize > MAX_SGE
+                || cap.max_inline_data > 0
+                || ia.send_cq.is_null()
+                || ia.recv_cq.is_null()
+            {
+                return Err(EINVAL);
+            }
+            let mut sq = KVec::with_capacity(cap.max_send_wr as usize, GFP_KERNEL)?;
+            for _ in 0..cap.max_send_wr {
+                sq.push(SendSlot::default(), GFP_KERNEL)?;
+            }
+            let mut rq = KVec::with_capacity(cap.max_recv_wr as usize, GFP_KERNEL)?;
+            for _ in 0..cap.max_recv_wr {
+                rq.push(RecvSlot::default(), GFP_KERNEL)?;
+            }
+            let pd = pd_handle((*ibqp).pd);
+            let (scq, rcq) = (cq_index(ia.send_cq), cq_index(ia.recv_cq));
+            let mtu = port_mtu(dev);
+            let mut st = dev.state.lock();
+            let qpn = st.alloc_qpn(gsi).ok_or(if gsi { EBUSY } else { ENOMEM })?;
+            let mut qp = Qp::new(
+                QpConfig {
+                    qpn: qpn as u32,
+                    qp_type: QpType::Ud,
+                    pd,
+                    sq_sig_all: ia.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
+                },
+                Slots(sq),
+                Slots(rq),
+            );
+            qp.set_path_mtu(mtu);
+            let entry = KBox::new(
+                QpEntry {
+                    qp,
+                    ibqp,
+                    send_cq: scq,
+                    recv_cq: rcq,
+                    path: None,
+                    max_send_wr: cap.max_send_wr,
+                    max_recv_wr: cap.max_recv_wr,
+                    max_send_sge: cap.max_send_sge,
+                    max_recv_sge: cap.max_recv_sge,
+                    sig_all: ia.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
+                },
+                GFP_ATOMIC,
+            )?;
+            for i in [scq, rcq] {
+                if let Some(Some(c)) = st.cqs.get_mut(i) {
+                    c.users += 1;
+                }
+            }
+            if let Some(slot) = st.qps.get_mut(qpn) {
+                *slot = Some(entry);
+            }
+            (*ibqp).qp_num = qpn as u32;
+            cap.max_inline_data = 0;
+            Ok(())
+        })()
+    })
+}
+
+/// # Safety
+/// `ibqp` must be a live ferroce QP.
+unsafe fn qpn_of(ibqp: *mut b::ib_qp) -> u32 {
+    // SAFETY: guaranteed by the caller.
+    unsafe { (*ibqp).qp_num }
+}
+
+fn engine_attr(a: &b::ib_qp_attr, m: u32) -> Result<QpAttr> {
+    let state = |v: u32, bit: u32| -> Result<QpState> {
+        if m & bit == 0 {
+            return Ok(QpState::Reset);
+        }
+        QpState::from_u32(v).ok_or(EINVAL)
+    };
+    let narrow = |v: u32| u8::try_from(v).map_err(|_| EINVAL);
+    Ok(QpAttr {
+        qp_state: state(a.qp_state, mask::STATE)?,
+        cur_qp_state: state(a.cur_qp_state, mask::CUR_STATE)?,
+        path_mtu: if m & mask::PATH_MTU != 0 {
+            Mtu::from_u32(a.path_mtu).ok_or(EINVAL)?
+        } else {
+            Mtu::default()
+        },
+        qkey: a.qkey,
+        rq_psn: a.rq_psn,
+        sq_psn: a.sq_psn,
+        dest_qp_num: a.dest_qp_num,
+        qp_access_flags: a.qp_access_flags as u32,
+        pkey_index: a.pkey_index,
+        port_num: if m & mask::PORT != 0 { narrow(a.port_num)? } else { 0 },
+        ah: 0,
+        timeout: a.timeout,
+        retry_cnt: a.retry_cnt,
+        rnr_retry: a.rnr_retry,
+        min_rnr_timer: a.min_rnr_timer,
+        max_rd_atomic: a.max_rd_atomic,
+        max_dest_rd_atomic: a.max_dest_rd_atomic,
+        en_sqd_async_notify: a.en_sqd_async_notify,
+    })
+}
+
+pub(crate) unsafe extern "C" fn modify_qp(
+    ibqp: *mut b::ib_qp,
+    attr: *mut b::ib_qp_attr,
+    attr_mask: c_int,
+    udata: *mut b::ib_udata,
+) -> c_int {
+    // SAFETY: a QP from `create_qp` and a valid attribute structure.
+    errno(unsafe {
+        (|| {
+            no_udata(udata)?;
+            let dev = dev_of((*ibqp).device);
+            let qpn = qpn_of(ibqp);
+            let mut m = attr_mask as u32;
+            // Bits beyond what verbs define for RC/UD (rate limit, ...).
+            if m & !0x1f_ffff != 0 {
+                return Err(eopnotsupp());
+            }
+            let mut a = engine_attr(&*attr, m)?;
+            if m & mask::PORT != 0 && a.port_num != 1 {
+                return Err(EINVAL);
+            }
+            if m & mask::PKEY_INDEX != 0 && a.pkey_index != 0 {
+                return Err(EINVAL);
+            }
+            // The GSI QP's port comes from creation, not from Modify QP.
+            if qpn as usize == GSI_QPN && m & mask::STATE != 0 && a.qp_state == QpState::Init {
+                m |= mask::PORT;
+                a.port_num = 1;
+            }
+            let mtu = port_mtu(dev);
+            let mut notify = Notify::new();
+            let ret = {
+                let mut st = dev.state.lock();
+                let e = st.qp(qpn).ok_or(EINVAL)?;
+                let r = e.qp.modify(&a, m).map_err(|e| Error::from_errno(e.errno()));
+                if r.is_ok() && e.qp.qp_type() == QpType::Ud {
+                    e.qp.set_path_mtu(mtu);
+                }
+                net::drain(dev, &mut st, qpn, 0, &mut notify);
+                r
+            };
+            notify.run();
+            ret
+        })()
+    })
+}
+
+pub(crate) unsafe extern "C" fn query_qp(
+    ibqp: *mut b::ib_qp,
+    attr: *mut b::ib_qp_attr,
+    _mask: c_int,
+    init: *mut b::ib_qp_init_attr,
+) -> c_int {
+    // SAFETY: a QP from `create_qp`; the core's output structures.
+    unsafe {
+        let dev = dev_of((*ibqp).device);
+        let mut st = dev.state.lock();
+        let Some(e) = st.qp(qpn_of(ibqp)) else {
+            return EINVAL.to_errno();
+        };
+        let q = e.qp.attr();
+        let o = &mut *attr;
+        o.qp_state = e.qp.state() as u32;
+        o.cur_qp_state = e.qp.state() as u32;
+        o.path_mtu = q.path_mtu as u32;
+        o.qkey = q.qkey;
+        o.rq_psn = q.rq_psn;
+        o.sq_psn = q.sq_psn;
+        o.dest_qp_num = q.dest_qp_num;
+        o.qp_access_flags = q.qp_access_flags as c_int;
+        o.pkey_index = q.pkey_index;
+        o.port_num = 1;
+        o.timeout = q.timeout;
+        o.retry_cnt = q.retry_cnt;
+        o.rnr_retry = q.rnr_retry;
+        o.min_rnr_timer = q.min_rnr_timer;
+        o.max_rd_atomic = q.max_rd_atomic;
+        o.max_dest_rd_atomic = q.max_dest_rd_atomic;
+        o.en_sqd_async_notify = q.en_sqd_async_notify;
+        o.sq_draining = u8::from(e.qp.state() == QpState::Sqd && !e.qp.is_send_idle());
+        o.cap.max_send_wr = e.max_send_wr;
+        o.cap.max_recv_wr = e.max_recv_wr;
+        o.cap.max_send_sge = e.max_send_sge;
+        o.cap.max_recv_sge = e.max_recv_sge;
+        o.cap.max_inline_data = 0;
+        let i = &mut *init;
+        i.cap = o.cap;
+        i.sq_sig_type = if e.sig_all {
+            b::ib_sig_type_IB_SIGNAL_ALL_WR
+        } else {
+            b::ib_sig_type_IB_SIGNAL_REQ_WR
+        };
+    }
+    0
+}
+
+pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::ib_udata) -> c_int {
+    // SAFETY: a QP from `create_qp`; the entry is dropped after the lock.
+    unsafe {
+        let dev = dev_of((*ibqp).device);
+        let entry = {
+            let mut st = dev.state.lock();
+            let entry = st.qps.get_mut(qpn_of(ibqp) as usize).and_then(|s| s.take());
+            if let Some(e) = &entry {
+                for i in [e.send_cq, e.recv_cq] {
+                    if let Some(Some(c)) = st.cqs.get_mut(i) {
+                        c.users = c.users.saturating_sub(1);
+                        c.purge_qp(ibqp);
+                    }
+                }
+            }
+            entry
+        };
+        drop(entry);
+    }
+    0
+}
+
+// --- MR ------------------------------------------------------------------------
+
+/// Access bits ferroce implements; anything else outside the optional
+/// range is refused.
+const MR_ACCESS: u32 = ev::access::LOCAL_WRITE
+    | ev::access::REMOTE_WRITE
+    | ev::access::REMOTE_READ
+    | ev::access::REMOTE_ATOMIC;
+
+fn check_access(access: c_int) -> Result<u32> {
+    let a = access as u32;
+    if a & !(MR_ACCESS | b::ib_access_flags_IB_ACCESS_OPTIONAL) != 0 {
+        return Err(eopnotsupp());
+    }
+    let a = a & MR_ACCESS;
+    // IBTA: remote write or atomic access requires local write.
+    if a & (ev::access::REMOTE_WRITE | ev::access::REMOTE_ATOMIC) != 0 && a & ev::access::LOCAL_WRITE == 0 {
+        return Err(EINVAL);
+    }
+    Ok(a)
+}
+
+pub(crate) unsafe extern "C" fn reg_user_mr(
+    ibpd: *mut b::ib_pd,
+    start: u64,
+    length: u64,
+    virt: u64,
+    access: c_int,
+    dmah: *mut b::ib_dmah,
+    udata: *mut b::ib_udata,
+) -> *mut b::ib_mr {
+    // SAFETY: a PD from `alloc_pd`; the umem pins the user pages until
+    // `dereg_mr` releases it, after removing the region from the table.
+    let r = unsafe {
+        (|| -> Result<*mut b::ib_mr> {
+            no_udata(udata)?;
+            if !dmah.is_null() {
+                return Err(eopnotsupp());
+            }
+            let acc = check_access(access)?;
+            if length == 0 || virt.checked_add(length).is_none() || start.checked_add(length).is_none() {
+                return Err(EINVAL);
+            }
+            let dev = dev_of((*ibpd).device);
+            let offset = (start % PAGE_SIZE as u64) as usize;
+            let npages = usize::try_from((offset as u64 + length).div_ceil(PAGE_SIZE as u64)).map_err(|_| EINVAL)?;
+            let umem = b::ferroce_umem_get(dev.ib_ptr(), start, length, access);
+            let e = b::ferroce_ptr_err(umem.cast());
+            if e != 0 {
+                return Err(Error::from_errno(e as i32));
+            }
+            let release = |umem| b::ferroce_ib_umem_release(umem);
+            let mut pages = KVec::new();
+            if let Err(e) = (|| -> Result {
+                pages = KVec::with_capacity(npages, GFP_KERNEL)?;
+                for _ in 0..npages {
+                    pages.push(null_mut(), GFP_KERNEL)?;
+                }
+                if b::ferroce_umem_pages(umem, pages.as_mut_ptr(), npages) != npages {
+                    return Err(EFAULT);
+                }
+                Ok(())
+            })() {
+                release(umem);
+                return Err(e);
+            }
+            let mr = match KBox::new(FerroceMr { ib: core::mem::zeroed(), umem }, GFP_KERNEL) {
+                Ok(mr) => mr,
+                Err(e) => {
+                    release(umem);
+                    return Err(e.into());
+                }
+            };
+            let key = dev.state.lock().insert_mr(MrEntry {
+                pd: pd_handle(ibpd),
+                access: acc,
+                iova: virt,
+                length,
+                key: 0,
+                kind: MrKind::User { pages, offset },
+            });
+            let Some(key) = key else {
+                release(umem);
+                return Err(ENOMEM);
+            };
+            let mr = KBox::into_raw(mr);
+            (*mr).ib.lkey = key;
+            (*mr).ib.rkey = key;
+            (*mr).ib.iova = virt;
+            (*mr).ib.length = length;
+            Ok(mr.cast())
+        })()
+    };
+    r.unwrap_or_else(err_ptr)
+}
+
+pub(crate) unsafe extern "C" fn get_dma_mr(ibpd: *mut b::ib_pd, access: c_int) -> *mut b::ib_mr {
+    // SAFETY: a PD from `alloc_pd` (the kernel's: user PDs cannot ask).
+    let r = unsafe {
+        (|| -> Result<*mut b::ib_mr> {
+            let acc = check_access(access)?;
+            let dev = dev_of((*ibpd).device);
+            let mr = KBox::new(FerroceMr { ib: core::mem::zeroed(), umem: null_mut() }, GFP_KERNEL)?;
+            let key = dev
+                .state
+                .lock()
+                .insert_mr(MrEntry { pd: pd_handle(ibpd), access: acc, iova: 0, length: u64::MAX, key: 0, kind: MrKind::Dma })
+                .ok_or(ENOMEM)?;
+            let mr = KBox::into_raw(mr);
+            (*mr).ib.lkey = key;
+            (*mr).ib.rkey = key;
+            Ok(mr.cast())
+        })()
+    };
+    r.unwrap_or_else(err_ptr)
+}
+
+pub(crate) unsafe extern "C" fn dereg_mr(ibmr: *mut b::ib_mr, _udata: *mut b::ib_udata) -> c_int {
+    // SAFETY: an MR from `reg_user_mr`/`get_dma_mr`: removed from the table
+    // (so no packet touches its pages any more) before the pages are unpinned.
+    unsafe {
+        let dev = dev_of((*ibmr).device);
+        let entry = dev.state.lock().remove_mr((*ibmr).lkey);
+        drop(entry);
+        let mr = KBox::from_raw(ibmr.cast::<FerroceMr>());
+        if !mr.umem.is_null() {
+            b::ferroce_ib_umem_release(mr.umem);
+        }
+    }
+    0
+}
+
+// --- post_send / post_recv --------------------------------------------------------
+
+/// Copies a gather/scatter list (`num` entries at `list`) after checking
+/// its length against the QP's limit.
+///
+/// # Safety
+/// `list` must point to `num` valid `ib_sge`s when `num > 0`.
+unsafe fn sges(list: *const b::ib_sge, num: c_int, max: u32) -> Result<([Sge; MAX_SGE], u8)> {
+    let n = usize::try_from(num).map_err(|_| EINVAL)?;
+    if n > max as usize || n > MAX_SGE {
+        return Err(EINVAL);
+    }
+    let mut out = [Sge::default(); MAX_SGE];
+    for (i, o) in out.iter_mut().enumerate().take(n) {
+        // SAFETY: `i < num` entries exist (caller).
+        let s = unsafe { &*list.add(i) };
+        *o = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
+    }
+    Ok((out, n as u8))
+}
+
+/// # Safety
+/// `wr` must be a valid work request of the core (an `ib_ud_wr` on UD QPs).
+unsafe fn send_wqe(wr: *const b::ib_send_wr, e: &QpEntry) -> Result<SendWqe> {
+    // SAFETY: guaranteed by the caller.
+    let w = unsafe { &*wr };
+    let opcode = WrOpcode::from_u32(w.opcode).ok_or(EINVAL)?;
+    let flags = w.send_flags as u32;
+    if flags & send_flags::INLINE != 0 {
+        // No inline data is advertised (max_inline_data is 0).
+        return Err(EINVAL);
+    }
+    // SAFETY: the core passes `num_sge` entries.
+    let (sg_list, num_sge) = unsafe { sges(w.sg_list, w.num_sge, e.max_send_sge)? };
+    let mut wqe = SendWqe {
+        // SAFETY: both union members are plain integers/pointers.
+        wr_id: unsafe { w.__bindgen_anon_1.wr_id },
+        opcode,
+        send_flags: flags & (send_flags::FENCE | send_flags::SIGNALED | send_flags::SOLICITED),
+        sg_list,
+        num_sge,
+        ..SendWqe::default()
+    };
+    // SAFETY: a union of plain integers.
+    wqe.imm_data = match opcode {
+        WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm => u32::from_be(unsafe { w.ex.imm_data }),
+        _ => 0,
+    };
+    if e.qp.qp_type() == QpType::Ud {
+        if !matches!(opcode, WrOpcode::Send | WrOpcode::SendWithImm) {
+            return Err(EINVAL);
+        }
+        // SAFETY: UD work requests are `ib_ud_wr`s (caller).
+        let ud = unsafe { &*wr.cast::<b::ib_ud_wr>() };
+        if ud.ah.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: the core holds the AH for the call.
+        wqe.ah = unsafe { (*ud.ah.cast::<FerroceAh>()).index };
+        wqe.remote_qpn = ud.remote_qpn;
+        wqe.remote_qkey = ud.remote_qkey;
+        // A UD message is one packet: longer than the path MTU is refused
+        // at post time (EINVAL), not completed in error.
+        let len = wqe.length().ok_or(EINVAL)?;
+        if len > mtu_bytes(e.qp.attr().path_mtu) {
+            return Err(EINVAL);
+        }
+    }
+    Ok(wqe)
+}
+
+pub(crate) unsafe extern "C" fn post_send(
+    ibqp: *mut b::ib_qp,
+    wr: *const b::ib_send_wr,
+    bad: *mut *const b::ib_send_wr,
+) -> c_int {
+    // SAFETY: a QP from `create_qp`; `wr` is the core's valid list; `bad`
+    // receives the first failing request.
+    unsafe {
+        let dev = dev_of((*ibqp).device);
+        let qpn = qpn_of(ibqp);
+        let mut cur = wr;
+        let mut ret = 0;
+        {
+            let mut st = dev.state.lock();
+            match st.qp(qpn) {
+                None => ret = EINVAL.to_errno(),
+                Some(e) => {
+                    while !cur.is_null() {
+                        let r = send_wqe(cur, e).and_then(|w| e.qp.post_send(&w).map_err(|x| Error::from_errno(x.errno())));
+                        if let Err(x) = r {
+                            ret = x.to_errno();
+                            break;
+                        }
+                        cur = (*cur).next;
+                    }
+                }
+            }
+        }
+        if ret != 0 && !bad.is_null() {
+            *bad = cur;
+        }
+        net::kick(dev, qpn);
+        ret
+    }
+}
+
+pub(crate) unsafe extern "C" fn post_recv(
+    ibqp: *mut b::ib_qp,
+    wr: *const b::ib_recv_wr,
+    bad: *mut *const b::ib_recv_wr,
+) -> c_int {
+    // SAFETY: as for `post_send`.
+    unsafe {
+        let dev = dev_of((*ibqp).device);
+        let qpn = qpn_of(ibqp);
+        let mut cur = wr;
+        let mut ret = 0;
+        let mut notify = Notify::new();
+        {
+            let mut st = dev.state.lock();
+            match st.qp(qpn) {
+                None => ret = EINVAL.to_errno(),
+                Some(e) => {
+                    while !cur.is_null() {
+                        let w = &*cur;
+                        let r = sges(w.sg_list, w.num_sge, e.max_recv_sge).and_then(|(sg_list, num_sge)| {
+                            let wqe = RecvWqe { wr_id: w.__bindgen_anon_1.wr_id, sg_list, num_sge };
+                            e.qp.post_recv(&wqe).map_err(|x| Error::from_errno(x.errno()))
+                        });
+                        if let Err(x) = r {
+                            ret = x.to_errno();
+                            break;
+                        }
+                        cur = w.next;
+                    }
+                }
+            }
+            // Posting to a QP in ERR flushes at once.
+            net::drain(dev, &mut st, qpn, 0, &mut notify);
+        }
+        notify.run();
+        if ret != 0 && !bad.is_null() {
+            *bad = cur;
+        }
+        ret
+    }
+}

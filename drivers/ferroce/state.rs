@@ -1,0 +1,498 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A ferroce device's mutable state: its QPs (each a transport engine), CQs,
+//! memory regions and address handles, behind one bottom-half spinlock
+//! (`FerroceDevice::state`). Everything here is plain data; the callbacks
+//! that reach it from the RDMA core are in `objects.rs`, the packets in
+//! `net.rs`.
+//!
+//! Tables are allocated once, when the device is created, so that nothing
+//! allocates while the lock is held (the receive path runs in softirq).
+
+use crate::ffi as b;
+use crate::transport::engine::{Qp, RecvSlot, SendSlot};
+use crate::transport::memory::{Key, MemError, Memory};
+use crate::transport::verbs::{access, Cqe};
+use kernel::prelude::*;
+
+/// Queue pairs per device (QPN 1 is the GSI QP; user QPNs start at 16).
+pub(crate) const MAX_QP: usize = 1024;
+pub(crate) const FIRST_QPN: usize = 16;
+pub(crate) const GSI_QPN: usize = 1;
+pub(crate) const MAX_CQ: usize = 1024;
+/// Memory regions per device; a key is `index << 8 | generation`.
+pub(crate) const MAX_MR: usize = 4096;
+pub(crate) const MAX_AH: usize = 4096;
+pub(crate) const MAX_PD: u32 = 4096;
+pub(crate) const MAX_QP_WR: u32 = 4096;
+pub(crate) const MAX_CQE: u32 = 65536;
+pub(crate) const PAGE_SIZE: usize = 4096;
+
+/// Owned slots of a work queue, as the engine's ring storage.
+pub(crate) struct Slots<T>(pub(crate) KVec<T>);
+
+impl<T> AsRef<[T]> for Slots<T> {
+    fn as_ref(&self) -> &[T] {
+        &self.0
+    }
+}
+
+impl<T> AsMut<[T]> for Slots<T> {
+    fn as_mut(&mut self) -> &mut [T] {
+        &mut self.0
+    }
+}
+
+pub(crate) type EngineQp = Qp<Slots<SendSlot>, Slots<RecvSlot>>;
+
+/// Where a packet goes: the RoCE v2 address vector of an AH or a QP's path.
+#[derive(Clone, Copy)]
+pub(crate) struct Av {
+    pub(crate) ipv6: bool,
+    /// Source and destination addresses (IPv4 in the first 4 bytes).
+    pub(crate) sip: [u8; 16],
+    pub(crate) dip: [u8; 16],
+    pub(crate) tclass: u8,
+    pub(crate) hop_limit: u8,
+    pub(crate) flow_label: u32,
+    pub(crate) ifindex: i32,
+    pub(crate) net: *mut b::net,
+}
+
+// SAFETY: `net` is only passed back to the networking stack, which pins the
+// namespace while the device (in it) exists.
+unsafe impl Send for Av {}
+
+pub(crate) struct QpEntry {
+    pub(crate) qp: EngineQp,
+    pub(crate) ibqp: *mut b::ib_qp,
+    pub(crate) send_cq: usize,
+    pub(crate) recv_cq: usize,
+    /// RC: the primary path.
+    pub(crate) path: Option<Av>,
+    pub(crate) max_send_wr: u32,
+    pub(crate) max_recv_wr: u32,
+    pub(crate) max_send_sge: u32,
+    pub(crate) max_recv_sge: u32,
+    /// `IB_SIGNAL_ALL_WR`.
+    pub(crate) sig_all: bool,
+}
+
+impl QpEntry {
+    /// The UDP source port of this QP's packets to `dest_qpn`: in the
+    /// 0xC000-0xFFFF range RoCEv2 reserves for flow entropy, fixed per QP
+    /// pair so a flow stays on one path.
+    pub(crate) fn qpn_source_port(&self, dest_qpn: u32) -> u16 {
+        0xc000 | ((self.qp.qpn() ^ dest_qpn ^ (dest_qpn >> 14)) & 0x3fff) as u16
+    }
+}
+
+// SAFETY: `ibqp` points to the core's QP object, which outlives the entry
+// (it is removed from the table in destroy_qp before the core frees it).
+unsafe impl Send for QpEntry {}
+
+/// One completion as it waits in a CQ.
+#[derive(Clone, Copy)]
+pub(crate) struct CqSlot {
+    pub(crate) cqe: Cqe,
+    pub(crate) ibqp: *mut b::ib_qp,
+    /// IP version of the packet a UD receive came in (0: not a receive).
+    pub(crate) ip_version: u8,
+}
+
+pub(crate) struct CqEntry {
+    ring: KVec<CqSlot>,
+    head: usize,
+    len: usize,
+    pub(crate) ibcq: *mut b::ib_cq,
+    /// 0: not armed; IB_CQ_SOLICITED or IB_CQ_NEXT_COMP.
+    pub(crate) armed: u32,
+    /// QPs using this CQ.
+    pub(crate) users: u32,
+}
+
+// SAFETY: as for QpEntry: the core's CQ outlives the entry.
+unsafe impl Send for CqEntry {}
+
+impl CqEntry {
+    pub(crate) fn new(ibcq: *mut b::ib_cq, entries: usize) -> Result<KBox<Self>> {
+        let ring = Self::alloc_ring(entries)?;
+        Ok(KBox::new(
+            Self {
+                ring,
+                head: 0,
+                len: 0,
+                ibcq,
+                armed: 0,
+                users: 0,
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    pub(crate) fn alloc_ring(entries: usize) -> Result<KVec<CqSlot>> {
+        let mut ring = KVec::with_capacity(entries, GFP_KERNEL)?;
+        let empty = CqSlot {
+            cqe: Cqe::default(),
+            ibqp: core::ptr::null_mut(),
+            ip_version: 0,
+        };
+        for _ in 0..entries {
+            ring.push(empty, GFP_KERNEL)?;
+        }
+        Ok(ring)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.len >= self.ring.len()
+    }
+
+    pub(crate) fn push(&mut self, slot: CqSlot) -> bool {
+        let cap = self.ring.len();
+        if self.len >= cap {
+            return false;
+        }
+        let at = (self.head + self.len) % cap;
+        if let Some(s) = self.ring.get_mut(at) {
+            *s = slot;
+            self.len += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<CqSlot> {
+        if self.len == 0 {
+            return None;
+        }
+        let s = self.ring.get(self.head).copied();
+        self.head = (self.head + 1) % self.ring.len().max(1);
+        self.len -= 1;
+        s
+    }
+
+    /// Moves the waiting completions into `ring` (resize); fails when they
+    /// do not fit.
+    pub(crate) fn replace_ring(&mut self, mut ring: KVec<CqSlot>) -> core::result::Result<KVec<CqSlot>, KVec<CqSlot>> {
+        if self.len > ring.len() {
+            return Err(ring);
+        }
+        let mut n = 0;
+        while let Some(s) = self.pop() {
+            if let Some(d) = ring.get_mut(n) {
+                *d = s;
+            }
+            n += 1;
+        }
+        let old = core::mem::replace(&mut self.ring, ring);
+        self.head = 0;
+        self.len = n;
+        Ok(old)
+    }
+
+    /// Removes the completions of a destroyed QP (their `ib_wc.qp` would
+    /// dangle), keeping the order of the others.
+    pub(crate) fn purge_qp(&mut self, ibqp: *mut b::ib_qp) {
+        let n = self.len;
+        let mut kept = 0;
+        for _ in 0..n {
+            if let Some(s) = self.pop() {
+                if s.ibqp != ibqp {
+                    let _ = self.push(s);
+                    kept += 1;
+                }
+            }
+        }
+        let _ = kept;
+    }
+}
+
+pub(crate) enum MrKind {
+    /// Kernel virtual addresses (get_dma_mr): only kernel QPs, in the
+    /// kernel's PD, can name it.
+    Dma,
+    /// Pinned user pages; `offset` is the region's start within the first.
+    User { pages: KVec<*mut b::page>, offset: usize },
+}
+
+pub(crate) struct MrEntry {
+    pub(crate) pd: u32,
+    pub(crate) access: u32,
+    pub(crate) iova: u64,
+    pub(crate) length: u64,
+    pub(crate) key: u32,
+    pub(crate) kind: MrKind,
+}
+
+// SAFETY: the page pointers are pinned by the region's ib_umem until the
+// entry is removed (dereg_mr removes it before releasing the umem).
+unsafe impl Send for MrEntry {}
+
+/// The device's tables.
+pub(crate) struct DevState {
+    pub(crate) qps: KVec<Option<KBox<QpEntry>>>,
+    next_qp: usize,
+    pub(crate) cqs: KVec<Option<KBox<CqEntry>>>,
+    next_cq: usize,
+    pub(crate) mrs: KVec<Option<MrEntry>>,
+    mr_gen: KVec<u8>,
+    next_mr: usize,
+    pub(crate) ahs: KVec<Option<Av>>,
+    next_ah: usize,
+}
+
+fn table<T>(n: usize) -> Result<KVec<Option<T>>> {
+    let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+    for _ in 0..n {
+        v.push(None, GFP_KERNEL)?;
+    }
+    Ok(v)
+}
+
+/// Finds a free slot at or after `next` (cyclically, so that a freed
+/// number is not reused soon), skipping indices below `first`.
+fn alloc_slot<T>(t: &[Option<T>], next: &mut usize, first: usize) -> Option<usize> {
+    let n = t.len();
+    if n <= first {
+        return None;
+    }
+    for i in 0..n {
+        let idx = first + (*next + i) % (n - first);
+        if matches!(t.get(idx), Some(None)) {
+            *next = (idx + 1 - first) % (n - first);
+            return Some(idx);
+        }
+    }
+    None
+}
+
+impl DevState {
+    pub(crate) fn new() -> Result<Self> {
+        let mut mr_gen = KVec::with_capacity(MAX_MR, GFP_KERNEL)?;
+        for _ in 0..MAX_MR {
+            mr_gen.push(0u8, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            qps: table(MAX_QP)?,
+            next_qp: 0,
+            cqs: table(MAX_CQ)?,
+            next_cq: 0,
+            mrs: table(MAX_MR)?,
+            mr_gen,
+            next_mr: 0,
+            ahs: table(MAX_AH)?,
+            next_ah: 0,
+        })
+    }
+
+    /// A free QPN (the GSI QP asks for QPN 1).
+    pub(crate) fn alloc_qpn(&mut self, gsi: bool) -> Option<usize> {
+        if gsi {
+            return matches!(self.qps.get(GSI_QPN), Some(None)).then_some(GSI_QPN);
+        }
+        alloc_slot(&self.qps, &mut self.next_qp, FIRST_QPN)
+    }
+
+    pub(crate) fn qp(&mut self, qpn: u32) -> Option<&mut QpEntry> {
+        self.qps.get_mut(qpn as usize)?.as_deref_mut()
+    }
+
+    pub(crate) fn alloc_cq(&mut self) -> Option<usize> {
+        alloc_slot(&self.cqs, &mut self.next_cq, 0)
+    }
+
+    pub(crate) fn alloc_ah(&mut self) -> Option<usize> {
+        alloc_slot(&self.ahs, &mut self.next_ah, 1)
+    }
+
+    /// Inserts a region and returns its key (L_Key = R_Key). Index 0 is never
+    /// used, so key 0 is always invalid; each reuse of an index bumps its
+    /// generation byte, so a freed key comes back only after the other
+    /// indices were cycled through and 255 more reuses of this one.
+    pub(crate) fn insert_mr(&mut self, mut mr: MrEntry) -> Option<u32> {
+        let idx = alloc_slot(&self.mrs, &mut self.next_mr, 1)?;
+        let gen = self.mr_gen.get_mut(idx)?;
+        *gen = gen.wrapping_add(1);
+        let key = ((idx as u32) << 8) | u32::from(*gen);
+        mr.key = key;
+        *self.mrs.get_mut(idx)? = Some(mr);
+        Some(key)
+    }
+
+    pub(crate) fn remove_mr(&mut self, key: u32) -> Option<MrEntry> {
+        let slot = self.mrs.get_mut((key >> 8) as usize)?;
+        if slot.as_ref().is_some_and(|m| m.key == key) {
+            slot.take()
+        } else {
+            None
+        }
+    }
+}
+
+/// The engine's view of this device's memory regions.
+pub(crate) struct Mem<'a> {
+    pub(crate) mrs: &'a mut [Option<MrEntry>],
+}
+
+impl Mem<'_> {
+    /// The region `key` names, checked for PD, access (`write`, or the
+    /// atomic right when `atomic`) and bounds.
+    fn lookup(&mut self, pd: u32, key: Key, va: u64, len: u64, write: bool) -> core::result::Result<&MrEntry, MemError> {
+        self.lookup_need(pd, key, va, len, write, false)
+    }
+
+    fn lookup_need(
+        &mut self,
+        pd: u32,
+        key: Key,
+        va: u64,
+        len: u64,
+        write: bool,
+        atomic: bool,
+    ) -> core::result::Result<&MrEntry, MemError> {
+        let (k, remote) = match key {
+            Key::Local(k) => (k, false),
+            Key::Remote(k) => (k, true),
+        };
+        let mr = self
+            .mrs
+            .get((k >> 8) as usize)
+            .and_then(|m| m.as_ref())
+            .filter(|m| m.key == k)
+            .ok_or(MemError::InvalidKey)?;
+        if mr.pd != pd {
+            return Err(MemError::PdMismatch);
+        }
+        let need = match (remote, write) {
+            _ if atomic => access::REMOTE_ATOMIC,
+            (false, false) => 0,
+            (false, true) => access::LOCAL_WRITE,
+            (true, false) => access::REMOTE_READ,
+            (true, true) => access::REMOTE_WRITE,
+        };
+        if mr.access & need != need {
+            return Err(MemError::AccessDenied);
+        }
+        let end = va.checked_add(len).ok_or(MemError::OutOfBounds)?;
+        let mr_end = mr.iova.checked_add(mr.length).ok_or(MemError::OutOfBounds)?;
+        if va < mr.iova || end > mr_end {
+            return Err(MemError::OutOfBounds);
+        }
+        Ok(mr)
+    }
+}
+
+/// Copies between `buf` and the region's pages starting at byte `off` of
+/// the region (`to_region`: buf -> region).
+fn copy_pages(pages: &[*mut b::page], first: usize, off: u64, buf: *mut u8, len: usize, to_region: bool) -> core::result::Result<(), MemError> {
+    let mut pos = usize::try_from(off).map_err(|_| MemError::OutOfBounds)? + first;
+    let mut done = 0usize;
+    while done < len {
+        let page = *pages.get(pos / PAGE_SIZE).ok_or(MemError::OutOfBounds)?;
+        let in_page = pos % PAGE_SIZE;
+        let n = (PAGE_SIZE - in_page).min(len - done);
+        // SAFETY: `page` is pinned by the region's umem while the entry is
+        // in the table (we hold the device lock); `in_page + n <= PAGE_SIZE`;
+        // `buf + done .. + n` lies inside the caller's buffer of `len` bytes.
+        unsafe {
+            if to_region {
+                b::ferroce_copy_to_page(page, in_page as u32, buf.add(done) as *const _, n as u32);
+            } else {
+                b::ferroce_copy_from_page(buf.add(done) as *mut _, page, in_page as u32, n as u32);
+            }
+        }
+        pos += n;
+        done += n;
+    }
+    Ok(())
+}
+
+impl Memory for Mem<'_> {
+    fn read(&mut self, pd: u32, key: Key, va: u64, dst: &mut [u8]) -> core::result::Result<(), MemError> {
+        let mr = self.lookup(pd, key, va, dst.len() as u64, false)?;
+        match &mr.kind {
+            MrKind::Dma => {
+                // SAFETY: a DMA region is only usable from the kernel's own
+                // PD; kernel ULPs pass kernel virtual addresses of buffers
+                // they own for the duration of the work request.
+                unsafe { core::ptr::copy_nonoverlapping(va as usize as *const u8, dst.as_mut_ptr(), dst.len()) };
+                Ok(())
+            }
+            MrKind::User { pages, offset } => copy_pages(pages, *offset, va - mr.iova, dst.as_mut_ptr(), dst.len(), false),
+        }
+    }
+
+    fn write(&mut self, pd: u32, key: Key, va: u64, src: &[u8]) -> core::result::Result<(), MemError> {
+        let mr = self.lookup(pd, key, va, src.len() as u64, true)?;
+        match &mr.kind {
+            MrKind::Dma => {
+                // SAFETY: as in `read`, for a buffer the kernel ULP posted
+                // for receiving.
+                unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), va as usize as *mut u8, src.len()) };
+                Ok(())
+            }
+            MrKind::User { pages, offset } => {
+                copy_pages(pages, *offset, va - mr.iova, src.as_ptr() as *mut u8, src.len(), true)
+            }
+        }
+    }
+
+    fn check(&mut self, pd: u32, key: Key, va: u64, len: u64, write: bool) -> core::result::Result<(), MemError> {
+        self.lookup(pd, key, va, len, write).map(|_| ())
+    }
+
+    fn compare_swap(&mut self, pd: u32, rkey: u32, va: u64, compare: u64, swap: u64) -> core::result::Result<u64, MemError> {
+        self.atomic(pd, rkey, va, |page, off| {
+            // SAFETY: see `atomic`.
+            unsafe { b::ferroce_page_cmpxchg(page, off, compare, swap) }
+        }, |p| {
+            // SAFETY: see `atomic`.
+            unsafe { b::ferroce_va_cmpxchg(p, compare, swap) }
+        })
+    }
+
+    fn fetch_add(&mut self, pd: u32, rkey: u32, va: u64, add: u64) -> core::result::Result<u64, MemError> {
+        self.atomic(pd, rkey, va, |page, off| {
+            // SAFETY: see `atomic`.
+            unsafe { b::ferroce_page_fetch_add(page, off, add) }
+        }, |p| {
+            // SAFETY: see `atomic`.
+            unsafe { b::ferroce_va_fetch_add(p, add) }
+        })
+    }
+}
+
+impl Mem<'_> {
+    /// Runs an 8-byte atomic on the region: `on_page` for pinned pages (the
+    /// page pointer and the in-page offset, 8-byte aligned so inside one
+    /// page), `on_va` for kernel memory.
+    fn atomic(
+        &mut self,
+        pd: u32,
+        rkey: u32,
+        va: u64,
+        on_page: impl FnOnce(*mut b::page, u32) -> u64,
+        on_va: impl FnOnce(*mut u64) -> u64,
+    ) -> core::result::Result<u64, MemError> {
+        if va % 8 != 0 {
+            return Err(MemError::Misaligned);
+        }
+        let mr = self.lookup_need(pd, Key::Remote(rkey), va, 8, true, true)?;
+        match &mr.kind {
+            MrKind::Dma => Ok(on_va(va as usize as *mut u64)),
+            MrKind::User { pages, offset } => {
+                let pos = usize::try_from(va - mr.iova).map_err(|_| MemError::OutOfBounds)? + offset;
+                if pos % 8 != 0 {
+                    return Err(MemError::Misaligned);
+                }
+                let page = *pages.get(pos / PAGE_SIZE).ok_or(MemError::OutOfBounds)?;
+                Ok(on_page(page, (pos % PAGE_SIZE) as u32))
+            }
+        }
+    }
+}
