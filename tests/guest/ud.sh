@@ -1,0 +1,132 @@
+#!/bin/bash
+# Issue 4: the UD datapath. ibv_ud_pingpong and perftest UD on one ferroce
+# device (loopback through the guest's own addresses), two devices on a veth
+# pair across network namespaces with a tshark capture, the UD rules of the
+# IBTA seen from outside (userspace/tests/ud_rules.c) and bad verbs input.
+. "$(dirname "$0")/lib.sh"
+
+# gid_index DEV ADDRESS: the GID table index of ADDRESS's RoCE v2 GID
+gid_index() {
+	ibv_devinfo -v -d "$1" | sed -n "s/.*GID\[ *\([0-9]*\)\]:[[:space:]]*$2, RoCE v2.*/\1/p" | head -1
+}
+# wait_listen PORT [NETNS]: until a TCP server listens on PORT (perftest and
+# pingpong servers exchange QP numbers over TCP before any RDMA traffic)
+wait_listen() {
+	local i
+	for i in $(seq 200); do
+		${2:+ip netns exec $2} ss -ltn | grep -q ":$1 " && return 0
+		sleep 0.1
+	done
+	echo "nothing listens on TCP port $1" >&2
+	return 1
+}
+# pingpong CLIENT_NS SERVER_NS SERVER_IP ARGS...: run a server and a client
+pingpong() {
+	local cns=$1 sns=$2 sip=$3 prog=$4; shift 4
+	${sns:+ip netns exec $sns} timeout 300 "$prog" "$@" >/tmp/srv.log 2>&1 &
+	local spid=$!
+	wait_listen 18515 "$sns" || { kill $spid; cat /tmp/srv.log; return 1; }
+	${cns:+ip netns exec $cns} timeout 300 "$prog" "$@" "$sip" >/tmp/cli.log 2>&1
+	local c=$?
+	wait $spid
+	local s=$?
+	echo "--- client (exit $c)"; cat /tmp/cli.log
+	echo "--- server (exit $s)"; cat /tmp/srv.log
+	[ $c = 0 ] && [ $s = 0 ]
+}
+
+check "rdma link add fr0" rdma link add fr0 type ferroce netdev eth0
+G4=$(gid_index fr0 '::ffff:10\.0\.2\.15')
+G6=$(gid_index fr0 'fd00::15')
+echo "GID indices: IPv4 $G4, IPv6 $G6"
+info=$(ibv_devinfo -v -d fr0)
+expect "query_device reports UD QPs" 'max_qp:[[:space:]]+[1-9]' "$info"
+expect "query_device reports no SRQ (not there yet)" 'max_srq:[[:space:]]+0$' "$info"
+
+check "ibv_ud_pingpong: 1000 messages of 1024 bytes over IPv4 GIDs" \
+	pingpong "" "" 10.0.2.15 ibv_ud_pingpong -d fr0 -g "$G4" -n 1000 -s 1024
+expect "  ...1000 iterations" '^1000 iters in' "$(cat /tmp/cli.log)"
+# (the pingpong's own TCP exchange is IPv4; the RDMA traffic uses the GIDs)
+check "ibv_ud_pingpong: 200 messages over IPv6 GIDs" \
+	pingpong "" "" 10.0.2.15 ibv_ud_pingpong -d fr0 -g "$G6" -n 200 -s 1024
+
+check "ib_send_bw -c UD (1000 iterations at 1024 bytes)" \
+	pingpong "" "" 10.0.2.15 ib_send_bw -d fr0 -x "$G4" -c UD -n 1000 -s 1024
+expect "  ...every iteration counted" '^ *1024 +1000 ' "$(cat /tmp/cli.log)"
+check "ib_send_lat -c UD (500 iterations at 2 bytes)" \
+	pingpong "" "" 10.0.2.15 ib_send_lat -d fr0 -x "$G4" -c UD -n 500 -s 2
+expect "  ...every iteration counted" '^ *2 +500 ' "$(cat /tmp/cli.log)"
+
+# The IBTA's UD rules seen from outside, and bad verbs input. Without
+# default routes, documentation addresses are unreachable.
+ip route del default 2>/dev/null
+ip -6 route flush default 2>/dev/null
+check "UD rules and bad input over IPv4 (ud_rules)" build/userspace/tests/ud_rules fr0 "$G4"
+check "UD rules and bad input over IPv6 (ud_rules)" build/userspace/tests/ud_rules fr0 "$G6"
+stats=$(rdma statistic show link fr0/1)
+echo "$stats"
+expect "drops counted (Q_Key mismatch, length)" 'rx_drop_transport [1-9]' "$stats"
+
+# Two devices on a veth pair whose ends live in two namespaces.
+ip netns add a
+ip netns add b
+ip link add va type veth peer name vb
+ip link set va netns a
+ip link set vb netns b
+ip -n a addr add 10.66.0.1/24 dev va
+ip -n b addr add 10.66.0.2/24 dev vb
+ip -n a link set va up
+ip -n b link set vb up
+ip -n a link set lo up
+ip -n b link set lo up
+check "device in namespace a" ip netns exec a rdma link add fra type ferroce netdev va
+check "device in namespace b" ip netns exec b rdma link add frb type ferroce netdev vb
+sleep 1
+GA=$(gid_index fra '::ffff:10\.66\.0\.1')
+GB=$(gid_index frb '::ffff:10\.66\.0\.2')
+ip netns exec a tshark -q -i va -f 'udp port 4791' -w /tmp/ud.pcap >/tmp/tshark.log 2>&1 &
+tpid=$!
+for i in $(seq 100); do grep -q Capturing /tmp/tshark.log && break; sleep 0.2; done
+# ibv_ud_pingpong between the namespaces: server on frb in b, client on fra in a
+ip netns exec b timeout 120 ibv_ud_pingpong -d frb -g "$GB" -n 100 -s 512 >/tmp/srv.log 2>&1 &
+spid=$!
+wait_listen 18515 b
+ip netns exec a timeout 120 ibv_ud_pingpong -d fra -g "$GA" -n 100 -s 512 10.66.0.2 >/tmp/cli.log 2>&1
+c=$?
+wait $spid
+s=$?
+cat /tmp/cli.log /tmp/srv.log
+check "ibv_ud_pingpong between two namespaces over veth (client)" test $c = 0
+check "  ...(server)" test $s = 0
+sleep 1
+kill -INT $tpid
+wait $tpid
+qa=$(sed -n 's/.*local address:.*QPN \(0x[0-9a-f]*\).*/\1/p' /tmp/cli.log)
+qb=$(sed -n 's/.*local address:.*QPN \(0x[0-9a-f]*\).*/\1/p' /tmp/srv.log)
+fields=$(tshark -r /tmp/ud.pcap -T fields -E separator=' ' -e ip.src -e infiniband.bth.opcode -e infiniband.bth.destqp \
+	-e infiniband.deth.q_key -e infiniband.deth.srcqp -e infiniband.bth.psn -e _ws.malformed -e _ws.expert.severity 2>/dev/null)
+echo "$fields" | head -5
+npk=$(echo "$fields" | grep -c .)
+echo "$npk packets captured; client QPN $qa, server QPN $qb"
+check "tshark captured the exchange (>= 200 packets)" test "$npk" -ge 200
+bad=$(echo "$fields" | awk -v qa=$((qa)) -v qb=$((qb)) '
+	function h(s,  i, v) { s = tolower(s); sub(/^0x/, "", s); v = 0
+		for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
+		return v }
+	# opcode 100 = UD SEND only; Q_Key 0x11111111 is what ibv_ud_pingpong uses
+	{ ok = ($2 == 100 && h($4) == h("11111111") && $7 == "" && $8 == "")
+	  if ($1 == "10.66.0.1") ok = ok && (h($3) == qb && h($5) == qa)
+	  else ok = ok && (h($3) == qa && h($5) == qb)
+	  if (!ok) print }')
+check "every packet decodes as a UD SEND with the right QPNs and Q_Key, no malformed or expert warnings" test -z "$bad"
+[ -n "$bad" ] && echo "$bad" | head
+psn_ok=$(echo "$fields" | awk '$1 == "10.66.0.1" { if (n++ && $6 != (last + 1) % 16777216) bad++; last = $6 } END { print (n > 0 && !bad) ? "yes" : "no" }')
+check "PSNs of one sender increase by one" test "$psn_ok" = yes
+
+check "rdma link delete in namespace a" ip netns exec a rdma link delete fra
+check "rdma link delete in namespace b" ip netns exec b rdma link delete frb
+ip netns del a
+ip netns del b
+check "rdma link delete fr0" rdma link delete fr0
+check "rmmod ferroce after the tests" rmmod ferroce
+finish
