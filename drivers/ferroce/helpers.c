@@ -272,3 +272,17 @@ void ferroce_call_comp_handler(struct ib_cq *cq)
 	if (cq->comp_handler)
 		cq->comp_handler(cq, cq->cq_context);
 }
+
+void ferroce_timer_setup(struct timer_list *t, ferroce_timer_fn fn) { timer_setup(t, fn, 0); }
+
+void ferroce_timer_arm_ns(struct timer_list *t, u64 deadline_ns)
+{
+	u64 now = ktime_get_ns();
+	unsigned long delta = deadline_ns > now ? nsecs_to_jiffies(deadline_ns - now) : 0;
+
+	/* round up: never fire before the deadline */
+	mod_timer(t, jiffies + delta + 1);
+}
+
+void ferroce_timer_cancel(struct timer_list *t) { timer_delete(t); }
+void ferroce_timer_shutdown_sync(struct timer_list *t) { timer_shutdown_sync(t); }

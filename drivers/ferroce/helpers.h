@@ -98,3 +98,11 @@ void ferroce_skb_pull(struct sk_buff *skb, unsigned int len);
 void ferroce_skb_trim(struct sk_buff *skb, unsigned int len);
 void ferroce_ib_umem_release(struct ib_umem *umem);
 void ferroce_call_comp_handler(struct ib_cq *cq);
+
+/* --- timers (struct timer_list stays opaque to Rust) --- */
+typedef void (*ferroce_timer_fn)(struct timer_list *t);
+void ferroce_timer_setup(struct timer_list *t, ferroce_timer_fn fn);
+/* (Re)arms the timer to fire at ktime_get_ns() >= deadline_ns. */
+void ferroce_timer_arm_ns(struct timer_list *t, u64 deadline_ns);
+void ferroce_timer_cancel(struct timer_list *t);
+void ferroce_timer_shutdown_sync(struct timer_list *t);

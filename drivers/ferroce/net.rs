@@ -229,6 +229,11 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32) {
                 }
             };
             drain(dev, st, qpn, 0, &mut notify);
+            if out.is_none() {
+                if let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
+                    e.arm_timer();
+                }
+            }
             out
         };
         notify.run();
@@ -396,8 +401,28 @@ unsafe extern "C" fn encap_rcv(_sk: *mut b::sock, skb: *mut b::sk_buff) -> c_int
     0
 }
 
+/// The QP timer: retransmission, RNR back-off and other engine deadlines.
+pub(crate) unsafe extern "C" fn qp_timer(t: *mut b::timer_list) {
+    // SAFETY: the timer is the `timer` field of a live FerroceQp (it is shut
+    // down before the QP is freed).
+    let (dev, qpn) = unsafe { crate::objects::qp_of_timer(t) };
+    let mut notify = Notify::new();
+    {
+        let mut st = dev.state.lock();
+        if let Some(e) = st.qp(qpn) {
+            e.armed_for = None;
+            e.qp.on_timer(now_ns());
+            drain(dev, &mut st, qpn, 0, &mut notify);
+        } else {
+            return;
+        }
+    }
+    notify.run();
+    kick(dev, qpn);
+}
+
 /// One received IP packet (IP header to the end of the skb).
-fn receive(dev: &FerroceDevice, packet: &[u8]) {
+pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8]) {
     dev.count(Counter::RxPackets);
     let parts = match icrc::split(packet) {
         Ok(p) => p,

@@ -44,6 +44,19 @@ pub(crate) struct FerroceCq {
 #[repr(C)]
 pub(crate) struct FerroceQp {
     ib: b::ib_qp,
+    timer: b::timer_list,
+}
+
+/// The device and QPN of a QP's timer.
+///
+/// # Safety
+/// `t` must be the `timer` of a live FerroceQp.
+pub(crate) unsafe fn qp_of_timer<'a>(t: *mut b::timer_list) -> (&'a FerroceDevice, u32) {
+    // SAFETY: guaranteed by the caller (container_of).
+    unsafe {
+        let qp = t.byte_sub(core::mem::offset_of!(FerroceQp, timer)).cast::<FerroceQp>();
+        (dev_of((*qp).ib.device), (*qp).ib.qp_num)
+    }
 }
 
 /// MRs are allocated by the driver (the core only allocates the others).
@@ -392,9 +405,10 @@ pub(crate) unsafe extern "C" fn create_qp(
             no_udata(udata)?;
             let ia = &mut *init;
             let dev = dev_of((*ibqp).device);
-            let gsi = match ia.qp_type {
-                b::ib_qp_type_IB_QPT_UD => false,
-                b::ib_qp_type_IB_QPT_GSI => true,
+            let (gsi, ty) = match ia.qp_type {
+                b::ib_qp_type_IB_QPT_UD => (false, QpType::Ud),
+                b::ib_qp_type_IB_QPT_GSI => (true, QpType::Ud),
+                b::ib_qp_type_IB_QPT_RC => (false, QpType::Rc),
                 _ => return Err(eopnotsupp()),
             };
             if !ia.srq.is_null() || ia.create_flags != 0 || !ia.rwq_ind_tbl.is_null() {
@@ -427,14 +441,18 @@ pub(crate) unsafe extern "C" fn create_qp(
             let mut qp = Qp::new(
                 QpConfig {
                     qpn: qpn as u32,
-                    qp_type: QpType::Ud,
+                    qp_type: ty,
                     pd,
                     sq_sig_all: ia.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
                 },
                 Slots(sq),
                 Slots(rq),
             );
-            qp.set_path_mtu(mtu);
+            if ty == QpType::Ud {
+                qp.set_path_mtu(mtu);
+            }
+            let timer = core::ptr::addr_of_mut!((*ibqp.cast::<FerroceQp>()).timer);
+            b::ferroce_timer_setup(timer, Some(net::qp_timer));
             let entry = KBox::new(
                 QpEntry {
                     qp,
@@ -447,6 +465,8 @@ pub(crate) unsafe extern "C" fn create_qp(
                     max_send_sge: cap.max_send_sge,
                     max_recv_sge: cap.max_recv_sge,
                     sig_all: ia.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
+                    timer,
+                    armed_for: None,
                 },
                 GFP_ATOMIC,
             )?;
@@ -536,18 +556,35 @@ pub(crate) unsafe extern "C" fn modify_qp(
                 a.port_num = 1;
             }
             let mtu = port_mtu(dev);
+            if m & mask::PATH_MTU != 0 && a.path_mtu as u32 > mtu as u32 {
+                // The path MTU cannot exceed what the port carries.
+                return Err(EINVAL);
+            }
+            let path = if m & mask::AV != 0 { Some(av_from_attr(&(*attr).ah_attr)?) } else { None };
             let mut notify = Notify::new();
             let ret = {
                 let mut st = dev.state.lock();
                 let e = st.qp(qpn).ok_or(EINVAL)?;
+                if path.is_some() && e.qp.qp_type() != QpType::Rc {
+                    return Err(EINVAL);
+                }
                 let r = e.qp.modify(&a, m).map_err(|e| Error::from_errno(e.errno()));
-                if r.is_ok() && e.qp.qp_type() == QpType::Ud {
-                    e.qp.set_path_mtu(mtu);
+                if r.is_ok() {
+                    if e.qp.qp_type() == QpType::Ud {
+                        e.qp.set_path_mtu(mtu);
+                    }
+                    if path.is_some() {
+                        e.path = path;
+                    }
+                    e.arm_timer();
                 }
                 net::drain(dev, &mut st, qpn, 0, &mut notify);
                 r
             };
             notify.run();
+            if ret.is_ok() {
+                net::kick(dev, qpn);
+            }
             ret
         })()
     })
@@ -619,6 +656,11 @@ pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::
             }
             entry
         };
+        // Out of the table, nothing re-arms the timer; wait for a running
+        // callback and keep it from ever firing again.
+        if let Some(e) = &entry {
+            b::ferroce_timer_shutdown_sync(e.timer);
+        }
         drop(entry);
     }
     0

@@ -536,6 +536,13 @@ unsafe extern "C" fn query_device(
         out.max_pd = state::MAX_PD as c_int;
         out.max_ah = (state::MAX_AH - 1) as c_int;
         out.page_size_cap = state::PAGE_SIZE as u64;
+        let rd = crate::transport::qp::MAX_RD_ATOMIC as c_int;
+        out.max_qp_rd_atom = rd;
+        out.max_qp_init_rd_atom = rd;
+        out.max_res_rd_atom = rd * out.max_qp;
+        // Atomics run under the device lock with the CPU's own atomic
+        // instructions: atomic with respect to this device and the host.
+        out.atomic_cap = b::ib_atomic_cap_IB_ATOMIC_HCA;
         if a.allow_user_unregister {
             out.kernel_cap_flags |= b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
         }

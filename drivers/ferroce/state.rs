@@ -76,9 +76,35 @@ pub(crate) struct QpEntry {
     pub(crate) max_recv_sge: u32,
     /// `IB_SIGNAL_ALL_WR`.
     pub(crate) sig_all: bool,
+    /// The QP's timer (inside the core's QP object), armed only under the
+    /// device lock while the entry is in the table.
+    pub(crate) timer: *mut b::timer_list,
+    /// The deadline the timer is armed for.
+    pub(crate) armed_for: Option<u64>,
 }
 
 impl QpEntry {
+    /// Arms (or cancels) the timer for the engine's next deadline. Called
+    /// with the device lock held, so that `destroy_qp`, which removes the
+    /// entry under the lock before shutting the timer down, never races a
+    /// late re-arm.
+    pub(crate) fn arm_timer(&mut self) {
+        let want = self.qp.next_deadline();
+        if want == self.armed_for {
+            return;
+        }
+        // SAFETY: the timer lives in the core's QP object, set up in
+        // create_qp and shut down in destroy_qp after this entry left the
+        // table; we hold the device lock (see above).
+        unsafe {
+            match want {
+                Some(d) => b::ferroce_timer_arm_ns(self.timer, d),
+                None => b::ferroce_timer_cancel(self.timer),
+            }
+        }
+        self.armed_for = want;
+    }
+
     /// The UDP source port of this QP's packets to `dest_qpn`: in the
     /// 0xC000-0xFFFF range RoCEv2 reserves for flow entropy, fixed per QP
     /// pair so a flow stays on one path.
