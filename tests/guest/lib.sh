@@ -45,6 +45,36 @@ expect() {
 	fi
 }
 
+# gid_index DEV ADDRESS: the GID table index of ADDRESS's RoCE v2 GID
+gid_index() {
+	ibv_devinfo -v -d "$1" | sed -n "s/.*GID\[ *\([0-9]*\)\]:[[:space:]]*$2, RoCE v2.*/\1/p" | head -1
+}
+# wait_listen PORT [NETNS]: until a TCP server listens on PORT (perftest and
+# pingpong servers exchange QP numbers over TCP before any RDMA traffic)
+wait_listen() {
+	local i
+	for i in $(seq 200); do
+		${2:+ip netns exec $2} ss -ltn | grep -q ":$1 " && return 0
+		sleep 0.1
+	done
+	echo "nothing listens on TCP port $1" >&2
+	return 1
+}
+# pingpong CLIENT_NS SERVER_NS SERVER_IP ARGS...: run a server and a client
+pingpong() {
+	local cns=$1 sns=$2 sip=$3 prog=$4; shift 4
+	${sns:+ip netns exec $sns} timeout "${PP_TIMEOUT:-300}" "$prog" "$@" >/tmp/srv.log 2>&1 &
+	local spid=$!
+	wait_listen 18515 "$sns" || { kill $spid; cat /tmp/srv.log; return 1; }
+	${cns:+ip netns exec $cns} timeout "${PP_TIMEOUT:-300}" "$prog" "$@" "$sip" >/tmp/cli.log 2>&1
+	local c=$?
+	wait $spid
+	local s=$?
+	echo "--- client (exit $c)"; cat /tmp/cli.log
+	echo "--- server (exit $s)"; cat /tmp/srv.log
+	[ $c = 0 ] && [ $s = 0 ]
+}
+
 finish() {
 	echo "guest test $(basename "$0"): $((_count - _fails)) of $_count checks passed"
 	[ "$_fails" = 0 ]

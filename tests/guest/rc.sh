@@ -1,0 +1,43 @@
+#!/bin/bash
+# Issue 5: RC over one ferroce device (loopback through the guest's own
+# address): ibv_rc_pingpong with buffer validation, and perftest's RC tests
+# (send, write, read, atomics; bandwidth over all sizes, latency).
+. "$(dirname "$0")/lib.sh"
+
+check "rdma link add fr0" rdma link add fr0 type ferroce netdev eth0
+G=$(gid_index fr0 '::ffff:10\.0\.2\.15')
+G6=$(gid_index fr0 'fd00::15')
+info=$(ibv_devinfo -v -d fr0)
+expect "query_device reports read/atomic resources" 'max_qp_rd_atom:[[:space:]]+[1-9]' "$info"
+expect "query_device reports atomics" 'atomic_cap:[[:space:]]+ATOMIC_HCA' "$info"
+
+check "ibv_rc_pingpong -c: 1000 x 4 KiB, buffers validated" \
+	pingpong "" "" 10.0.2.15 ibv_rc_pingpong -d fr0 -g "$G" -c -n 1000 -s 4096
+expect "  ...1000 iterations" '^1000 iters in' "$(cat /tmp/cli.log)"
+PP_TIMEOUT=1200 check "ibv_rc_pingpong -c: 1000 x 1 MiB, buffers validated" \
+	pingpong "" "" 10.0.2.15 ibv_rc_pingpong -d fr0 -g "$G" -c -n 1000 -s 1048576
+expect "  ...1000 iterations" '^1000 iters in' "$(cat /tmp/cli.log)"
+check "ibv_rc_pingpong -c over IPv6 GIDs: 200 x 64 KiB" \
+	pingpong "" "" 10.0.2.15 ibv_rc_pingpong -d fr0 -g "$G6" -c -n 200 -s 65536
+
+# perftest: bandwidth tests over every size from 2 bytes (-a: 2 B .. 8 MiB),
+# latency tests at their default size
+for t in ib_send_bw ib_write_bw ib_read_bw; do
+	check "$t -a (2 B .. 8 MiB, 20 iterations each)" \
+		pingpong "" "" 10.0.2.15 $t -d fr0 -x "$G" -a -n 20
+	expect "  ...reached 1 MiB" '^ *1048576 +20 ' "$(cat /tmp/cli.log)"
+done
+for a in CMP_AND_SWAP FETCH_AND_ADD; do
+	check "ib_atomic_bw -A $a" pingpong "" "" 10.0.2.15 ib_atomic_bw -d fr0 -x "$G" -A $a -n 500
+	expect "  ...every iteration counted" '^ *8 +500 ' "$(cat /tmp/cli.log)"
+	check "ib_atomic_lat -A $a" pingpong "" "" 10.0.2.15 ib_atomic_lat -d fr0 -x "$G" -A $a -n 200
+	expect "  ...every iteration counted" '^ *8 +200 ' "$(cat /tmp/cli.log)"
+done
+for t in ib_send_lat ib_write_lat ib_read_lat; do
+	check "$t (2 bytes, 500 iterations)" pingpong "" "" 10.0.2.15 $t -d fr0 -x "$G" -s 2 -n 500
+	expect "  ...every iteration counted" '^ *2 +500 ' "$(cat /tmp/cli.log)"
+done
+rdma statistic show link fr0/1
+check "rdma link delete fr0" rdma link delete fr0
+check "rmmod ferroce after the tests" rmmod ferroce
+finish
