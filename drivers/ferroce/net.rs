@@ -214,7 +214,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32) {
             let out = match st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
                 None => None,
                 Some(e) => {
-                    let mut mem = Mem { mrs: &mut st.mrs };
+                    let mut mem = Mem { mrs: &mut st.mrs, dev };
                     let transport = buf.get_mut(TX_HEADROOM..TX_HEADROOM + TX_MAX_TRANSPORT);
                     match transport.and_then(|t| e.qp.poll_transmit(now, &mut mem, t)) {
                         None => None,
@@ -450,7 +450,7 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8]) {
         let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else {
             return dev.count(Counter::RxNoQp);
         };
-        let mut mem = Mem { mrs: &mut st.mrs };
+        let mut mem = Mem { mrs: &mut st.mrs, dev };
         match e.qp.receive(now_ns(), &mut mem, transport, net) {
             RxOutcome::Accepted => dev.count(Counter::RxAccepted),
             RxOutcome::Dropped => dev.count(Counter::RxDropped),

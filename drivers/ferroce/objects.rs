@@ -844,8 +844,27 @@ unsafe fn send_wqe(wr: *const b::ib_send_wr, e: &QpEntry) -> Result<SendWqe> {
     // SAFETY: a union of plain integers.
     wqe.imm_data = match opcode {
         WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm => u32::from_be(unsafe { w.ex.imm_data }),
+        WrOpcode::SendWithInv => unsafe { w.ex.invalidate_rkey },
         _ => 0,
     };
+    match opcode {
+        WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm | WrOpcode::RdmaRead => {
+            // SAFETY: RDMA work requests are `ib_rdma_wr`s (the core copies
+            // them from userspace with that layout).
+            let r = unsafe { &*wr.cast::<b::ib_rdma_wr>() };
+            wqe.remote_addr = r.remote_addr;
+            wqe.rkey = r.rkey;
+        }
+        WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
+            // SAFETY: atomic work requests are `ib_atomic_wr`s.
+            let a = unsafe { &*wr.cast::<b::ib_atomic_wr>() };
+            wqe.remote_addr = a.remote_addr;
+            wqe.rkey = a.rkey;
+            wqe.compare_add = a.compare_add;
+            wqe.swap = a.swap;
+        }
+        _ => {}
+    }
     if e.qp.qp_type() == QpType::Ud {
         if !matches!(opcode, WrOpcode::Send | WrOpcode::SendWithImm) {
             return Err(EINVAL);

@@ -229,9 +229,13 @@ pub(crate) enum Counter {
     TxNoMem,
     TxMalformed,
     CqFull,
+    MemBadKey,
+    MemBadPd,
+    MemNoAccess,
+    MemOutOfBounds,
 }
 
-const NUM_COUNTERS: usize = 14;
+const NUM_COUNTERS: usize = 18;
 
 /// Counter names, in `Counter` order.
 static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered(UnsafeCell::new({
@@ -253,6 +257,10 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
         d(c"tx_drop_no_mem"),
         d(c"tx_drop_malformed"),
         d(c"cq_full"),
+        d(c"mem_err_bad_key"),
+        d(c"mem_err_pd_mismatch"),
+        d(c"mem_err_no_access"),
+        d(c"mem_err_out_of_bounds"),
     ]
 }));
 

@@ -360,9 +360,11 @@ impl DevState {
     }
 }
 
-/// The engine's view of this device's memory regions.
+/// The engine's view of this device's memory regions; refused references
+/// are counted on the device.
 pub(crate) struct Mem<'a> {
     pub(crate) mrs: &'a mut [Option<MrEntry>],
+    pub(crate) dev: &'a crate::rdma::FerroceDevice,
 }
 
 impl Mem<'_> {
@@ -373,6 +375,27 @@ impl Mem<'_> {
     }
 
     fn lookup_need(
+        &mut self,
+        pd: u32,
+        key: Key,
+        va: u64,
+        len: u64,
+        write: bool,
+        atomic: bool,
+    ) -> core::result::Result<&MrEntry, MemError> {
+        use crate::rdma::Counter;
+        let dev = self.dev;
+        self.find(pd, key, va, len, write, atomic).inspect_err(|e| {
+            dev.count(match e {
+                MemError::InvalidKey => Counter::MemBadKey,
+                MemError::PdMismatch => Counter::MemBadPd,
+                MemError::AccessDenied => Counter::MemNoAccess,
+                MemError::OutOfBounds | MemError::Misaligned => Counter::MemOutOfBounds,
+            })
+        })
+    }
+
+    fn find(
         &mut self,
         pd: u32,
         key: Key,
