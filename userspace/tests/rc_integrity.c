@@ -962,6 +962,7 @@ int main(int argc, char **argv)
 			if (!poll_all())
 				usleep(1000);
 	}
+	prop_count[P_NO_EXTRA] = n_send_cqe + n_recv_cqe;
 	for (i = 0; i < neps; i++) {
 		enum ibv_qp_state s = qp_state(&eps[i]);
 
