@@ -286,3 +286,17 @@ void ferroce_timer_arm_ns(struct timer_list *t, u64 deadline_ns)
 
 void ferroce_timer_cancel(struct timer_list *t) { timer_delete(t); }
 void ferroce_timer_shutdown_sync(struct timer_list *t) { timer_shutdown_sync(t); }
+
+static struct workqueue_struct *ferroce_wq;
+
+int ferroce_wq_create(void)
+{
+	ferroce_wq = alloc_workqueue("ferroce", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	return ferroce_wq ? 0 : -ENOMEM;
+}
+
+void ferroce_wq_destroy(void) { destroy_workqueue(ferroce_wq); }
+void ferroce_work_init(struct work_struct *w, ferroce_work_fn fn) { INIT_WORK(w, fn); }
+void ferroce_work_queue(struct work_struct *w) { queue_work(ferroce_wq, w); }
+void ferroce_work_cancel_sync(struct work_struct *w) { cancel_work_sync(w); }
+void ferroce_cond_resched(void) { cond_resched(); }

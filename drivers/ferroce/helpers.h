@@ -106,3 +106,12 @@ void ferroce_timer_setup(struct timer_list *t, ferroce_timer_fn fn);
 void ferroce_timer_arm_ns(struct timer_list *t, u64 deadline_ns);
 void ferroce_timer_cancel(struct timer_list *t);
 void ferroce_timer_shutdown_sync(struct timer_list *t);
+
+/* --- deferred work (struct work_struct stays opaque to Rust) --- */
+typedef void (*ferroce_work_fn)(struct work_struct *w);
+int ferroce_wq_create(void);
+void ferroce_wq_destroy(void);
+void ferroce_work_init(struct work_struct *w, ferroce_work_fn fn);
+void ferroce_work_queue(struct work_struct *w);
+void ferroce_work_cancel_sync(struct work_struct *w);
+void ferroce_cond_resched(void);

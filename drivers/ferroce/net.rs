@@ -192,10 +192,33 @@ pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version
 // ---------------------------------------------------------------------------
 // Transmit
 
-/// Runs QP `qpn`'s send side: every packet the engine has ready is
+/// Packets one call of `kick` sends before it leaves the rest to the QP's
+/// work item. A burst larger than the receive backlog of the loopback or
+/// veth device (netdev_max_backlog) would be dropped before any of it is
+/// processed, when the burst comes from softirq context (the receive path
+/// answering a large READ); the work item runs in process context, where
+/// every dropped bottom-half lock lets the backlog drain.
+pub(crate) const KICK_BUDGET_SOFTIRQ: usize = 32;
+pub(crate) const KICK_BUDGET_TASK: usize = 256;
+
+/// Runs QP `qpn`'s send side: packets the engine has ready (at most
+/// `budget`; the QP's work item continues when more remain) are
 /// encapsulated and handed to the IP stack; completions go to the CQs.
-pub(crate) fn kick(dev: &FerroceDevice, qpn: u32) {
+pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
+    let mut sent = 0usize;
     loop {
+        if sent >= budget {
+            let st = dev.state.lock();
+            if let Some(e) = st.qps.get(qpn as usize).and_then(|e| e.as_deref()) {
+                // SAFETY: the work item lives in the core's QP object; it is
+                // queued only under the device lock while the entry is in
+                // the table, and cancelled (synchronously) in destroy_qp
+                // after the entry left it.
+                unsafe { b::ferroce_work_queue(e.work) };
+            }
+            return;
+        }
+        sent += 1;
         // SAFETY: the device's netdev is held by the RDMA core while the
         // device is registered, which it is during verbs calls and receive.
         let skb = unsafe { b::ferroce_tx_alloc(dev.ndev(), TX_ALLOC as u32) };
@@ -418,7 +441,16 @@ pub(crate) unsafe extern "C" fn qp_timer(t: *mut b::timer_list) {
         }
     }
     notify.run();
-    kick(dev, qpn);
+    kick(dev, qpn, KICK_BUDGET_SOFTIRQ);
+}
+
+/// The QP's work item: continues a send side that had more to send than
+/// one `kick` may send.
+pub(crate) unsafe extern "C" fn qp_work(w: *mut b::work_struct) {
+    // SAFETY: the work item is the `work` field of a live FerroceQp (work
+    // is cancelled before the QP is freed).
+    let (dev, qpn) = unsafe { crate::objects::qp_of_work(w) };
+    kick(dev, qpn, KICK_BUDGET_TASK);
 }
 
 /// One received IP packet (IP header to the end of the skb).
@@ -462,7 +494,7 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8]) {
     };
     notify.run();
     if rc {
-        kick(dev, qpn);
+        kick(dev, qpn, KICK_BUDGET_SOFTIRQ);
     }
 }
 

@@ -45,6 +45,19 @@ pub(crate) struct FerroceCq {
 pub(crate) struct FerroceQp {
     ib: b::ib_qp,
     timer: b::timer_list,
+    work: b::work_struct,
+}
+
+/// The device and QPN of a QP's work item.
+///
+/// # Safety
+/// `w` must be the `work` of a live FerroceQp.
+pub(crate) unsafe fn qp_of_work<'a>(w: *mut b::work_struct) -> (&'a FerroceDevice, u32) {
+    // SAFETY: guaranteed by the caller (container_of).
+    unsafe {
+        let qp = w.byte_sub(core::mem::offset_of!(FerroceQp, work)).cast::<FerroceQp>();
+        (dev_of((*qp).ib.device), (*qp).ib.qp_num)
+    }
 }
 
 /// The device and QPN of a QP's timer.
@@ -453,6 +466,8 @@ pub(crate) unsafe extern "C" fn create_qp(
             }
             let timer = core::ptr::addr_of_mut!((*ibqp.cast::<FerroceQp>()).timer);
             b::ferroce_timer_setup(timer, Some(net::qp_timer));
+            let work = core::ptr::addr_of_mut!((*ibqp.cast::<FerroceQp>()).work);
+            b::ferroce_work_init(work, Some(net::qp_work));
             let entry = KBox::new(
                 QpEntry {
                     qp,
@@ -466,6 +481,7 @@ pub(crate) unsafe extern "C" fn create_qp(
                     max_recv_sge: cap.max_recv_sge,
                     sig_all: ia.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
                     timer,
+                    work,
                     armed_for: None,
                 },
                 GFP_ATOMIC,
@@ -583,7 +599,7 @@ pub(crate) unsafe extern "C" fn modify_qp(
             };
             notify.run();
             if ret.is_ok() {
-                net::kick(dev, qpn);
+                net::kick(dev, qpn, net::KICK_BUDGET_TASK);
             }
             ret
         })()
@@ -660,6 +676,7 @@ pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::
         // callback and keep it from ever firing again.
         if let Some(e) = &entry {
             b::ferroce_timer_shutdown_sync(e.timer);
+            b::ferroce_work_cancel_sync(e.work);
         }
         drop(entry);
     }
@@ -919,7 +936,7 @@ pub(crate) unsafe extern "C" fn post_send(
         if ret != 0 && !bad.is_null() {
             *bad = cur;
         }
-        net::kick(dev, qpn);
+        net::kick(dev, qpn, net::KICK_BUDGET_TASK);
         ret
     }
 }

@@ -57,11 +57,19 @@ pub(crate) struct Registration(());
 
 impl Registration {
     pub(crate) fn new() -> Result<Self> {
-        net::register_pernet()?;
+        // SAFETY: creates the module's workqueue, destroyed in `drop`.
+        to_result(unsafe { b::ferroce_wq_create() })?;
+        if let Err(e) = net::register_pernet() {
+            // SAFETY: created above, unused.
+            unsafe { b::ferroce_wq_destroy() };
+            return Err(e);
+        }
         // SAFETY: the notifier block is static and stays valid until `drop`
         // unregisters it.
         if let Err(e) = to_result(unsafe { b::register_netdevice_notifier(NETDEV_NOTIFIER.get()) }) {
             net::unregister_pernet();
+            // SAFETY: created above; nothing was queued.
+            unsafe { b::ferroce_wq_destroy() };
             return Err(e);
         }
         // SAFETY: as above, for the link ops; `rdma_link_register` cannot fail.
@@ -82,6 +90,8 @@ impl Drop for Registration {
             b::unregister_netdevice_notifier(NETDEV_NOTIFIER.get());
         }
         net::unregister_pernet();
+        // SAFETY: every QP (and so every work item) is gone with the devices.
+        unsafe { b::ferroce_wq_destroy() };
     }
 }
 

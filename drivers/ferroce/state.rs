@@ -79,6 +79,9 @@ pub(crate) struct QpEntry {
     /// The QP's timer (inside the core's QP object), armed only under the
     /// device lock while the entry is in the table.
     pub(crate) timer: *mut b::timer_list,
+    /// The QP's work item (inside the core's QP object), queued only under
+    /// the device lock while the entry is in the table.
+    pub(crate) work: *mut b::work_struct,
     /// The deadline the timer is armed for.
     pub(crate) armed_for: Option<u64>,
 }
