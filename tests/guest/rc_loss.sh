@@ -44,7 +44,7 @@ per_mb() {
 	local mb tx
 	mb=$(sed -n 's/^summary: [0-9.]* s, \([0-9.]*\) MB.*/\1/p' "$3")
 	tx=$((${b[fra.tx_packets]} - ${a[fra.tx_packets]} + ${b[frb.tx_packets]} - ${a[frb.tx_packets]}))
-	awk -v tx="$tx" -v mb="${mb:-0}" 'BEGIN { printf "%d packets sent for %.1f MB: %.0f packets per MB\n", tx, mb, mb > 0 ? tx / mb : 0 }'
+	awk -v tx="$tx" -v mb="${mb:-0}" 'BEGIN { printf "%d packets sent for %.1f MB: %.0f packets per MB\n", tx, mb, (mb > 0 ? tx / mb : 0) }'
 }
 OPS=${1:-2000}	# (tools/vm run tests/guest/rc_loss.sh [OPS])
 
