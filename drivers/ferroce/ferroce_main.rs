@@ -6,10 +6,16 @@
 //!
 //! Layout:
 //! - [`ffi`]: the bindgen-generated C declarations (the only raw C names);
-//! - [`rdma`]: everything that crosses into or out of the RDMA core and the
-//!   networking stack: callbacks, registrations, raw pointers; all `unsafe`
-//!   code of the module lives there;
+//! - [`rdma`]: module registrations, the device structure, device and port
+//!   queries, link add/delete;
+//! - [`objects`]: verbs objects and the datapath verbs (the core's callbacks);
+//! - [`net`]: per-namespace UDP tunnel sockets, encapsulation, receive;
+//! - [`state`]: the device's tables and the engine's view of memory;
+//! - [`sync`]: the bottom-half spinlock;
 //! - [`device`]: what a ferroce device is and answers, in safe Rust;
+//!
+//! `unsafe` code lives in the modules that face C (`rdma`, `objects`, `net`,
+//! `sync`, and the page copies in `state`), each block with its proof.
 //! - [`transport`]: the sans-IO IBTA transport engine, shared verbatim with
 //!   the host crate in `transport/` where it is tested and simulated.
 
