@@ -13,6 +13,7 @@ use crate::transport::qp::QpType;
 use crate::transport::wire::icrc;
 use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_uint};
+use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 
 pub(crate) const ROCE_PORT: u16 = 4791;
@@ -297,6 +298,22 @@ fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, buf: &mut [u8], len: usize, a
         unsafe { b::ferroce_kfree_skb(skb) };
         return;
     }
+    // Local fast path: to this very device (same address), the packet is
+    // handed to the receive path directly instead of travelling through the
+    // IP stack and the loopback device. One level only: what the receive
+    // path sends in turn (RC responses) takes the stack, so a busy pair of
+    // QPs cannot recurse.
+    if av.dip == av.sip && dev.local_depth.fetch_add(1, Ordering::Acquire) == 0 {
+        receive(dev, pkt);
+        dev.local_depth.fetch_sub(1, Ordering::Release);
+        dev.count(Counter::TxLocal);
+        // SAFETY: our skb, never handed to the stack.
+        unsafe { b::ferroce_consume_skb(skb) };
+        return;
+    }
+    if av.dip == av.sip {
+        dev.local_depth.fetch_sub(1, Ordering::Release);
+    }
     // SAFETY: `start + total <= TX_ALLOC`, the skb's length; the stack
     // takes ownership of the skb in the send call.
     let ret = unsafe {
@@ -342,9 +359,14 @@ pub(crate) fn encap(pkt: &mut [u8], av: &Av, sport: u16, ip_id: u16) -> core::re
             ip[6..8].copy_from_slice(&0x4000u16.to_be_bytes()); // DF
             ip[8] = av.hop_limit;
             ip[9] = 17;
-            ip[10..12].copy_from_slice(&[0, 0]); // filled in by the IP layer
+            ip[10..12].copy_from_slice(&[0, 0]);
             ip[12..16].copy_from_slice(&av.sip[..4]);
             ip[16..20].copy_from_slice(&av.dip[..4]);
+            // The IP layer computes it again on its way out; the local fast
+            // path delivers this header as is, and verbs consumers (e.g.
+            // ibv_init_ah_from_wc) tell IPv4 from IPv6 in the GRH by it.
+            let c = ipv4_checksum(ip);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
         }
     }
     {
@@ -362,6 +384,18 @@ pub(crate) fn encap(pkt: &mut [u8], av: &Av, sport: u16, ip_id: u16) -> core::re
         pkt.get_mut(ip_len + 6..ip_len + 8).ok_or(())?.copy_from_slice(&csum.to_be_bytes());
     }
     Ok(())
+}
+
+/// The IPv4 header checksum (RFC 791) of a header whose checksum field is 0.
+pub(crate) fn ipv4_checksum(hdr: &[u8]) -> u16 {
+    let mut sum: u32 = 0;
+    for w in hdr.chunks_exact(2) {
+        sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
 }
 
 /// The UDP checksum of a datagram over IPv6 (RFC 8200 section 8.1).

@@ -243,9 +243,10 @@ pub(crate) enum Counter {
     MemBadPd,
     MemNoAccess,
     MemOutOfBounds,
+    TxLocal,
 }
 
-const NUM_COUNTERS: usize = 18;
+const NUM_COUNTERS: usize = 19;
 
 /// Counter names, in `Counter` order.
 static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered(UnsafeCell::new({
@@ -271,6 +272,7 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
         d(c"mem_err_pd_mismatch"),
         d(c"mem_err_no_access"),
         d(c"mem_err_out_of_bounds"),
+        d(c"tx_local"),
     ]
 }));
 
@@ -289,6 +291,8 @@ pub(crate) struct FerroceDevice {
     pub(crate) pd_count: AtomicU32,
     pub(crate) next_pd: AtomicU32,
     ip_id: AtomicU16,
+    /// Nesting of the local fast path (see `net::send`).
+    pub(crate) local_depth: AtomicU32,
 }
 
 const _: () = assert!(core::mem::offset_of!(FerroceDevice, ib) == 0);
