@@ -5,9 +5,10 @@
 #   make check    every test: host (transport engine) and guest; ends "N passed, N failed"
 #   make build    the module and provider, built in the sysroot
 #   make module   the module against your own CONFIG_RUST kernel: make module KDIR=/lib/modules/$(uname -r)/build
+#   make bench    rdma_rxe vs ferroce, same guest, same perftest commands: table, results/bench.{json,png}
 #   make fuzz     a long fuzzing run of the transport engine's receive path
 #   make shell    an interactive guest with the module and provider
-.PHONY: all build demo check module fuzz shell clean
+.PHONY: all build demo check bench module fuzz shell clean
 
 all: build
 
@@ -19,6 +20,9 @@ demo:
 
 check:
 	tools/check
+
+bench:
+	tools/bench
 
 ifdef KDIR
 module:

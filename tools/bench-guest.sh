@@ -1,0 +1,89 @@
+#!/bin/bash
+# Runs inside one guest (through `make bench`): the same perftest commands on
+# an rdma_rxe device and on a ferroce device, alternating, several rounds.
+# Each driver gets its own network namespace with a dummy netdev (both bind
+# UDP port 4791, which one namespace allows only once); server and client
+# run in that namespace on the same device, as loopback.
+# Writes build/bench/raw.txt: "RESULT <test> <driver> <round> <value>" lines.
+. "$(dirname "$0")/../tests/guest/lib.sh"
+ROUNDS=${FERROCE_BENCH_ROUNDS:-3}
+OUT=/ferroce/build/bench
+mkdir -p "$OUT"
+: >"$OUT/raw.txt"
+log() { echo "[bench] $*"; }
+
+modprobe rdma_rxe
+for ns in rxe fr; do
+	ip netns add $ns
+	ip -n $ns link set lo up
+	ip -n $ns link add d0 type dummy
+	ip -n $ns addr add 10.88.0.1/24 dev d0
+	ip -n $ns link set d0 up
+done
+ip netns exec rxe rdma link add rxe0 type rxe netdev d0
+ip netns exec fr rdma link add fr0 type ferroce netdev d0
+sleep 1
+declare -A DEV=([rxe]=rxe0 [fr]=fr0)
+declare -A GID=([rxe]=$(gid_index rxe0 '::ffff:10\.88\.0\.1') [fr]=$(gid_index fr0 '::ffff:10\.88\.0\.1'))
+log "devices: rxe0 GID ${GID[rxe]}, fr0 GID ${GID[fr]}"
+
+# The guest's copy bandwidth: the physical reference for every number here.
+python3 - <<'PY' | tee -a "$OUT/raw.txt"
+import time
+b = bytearray(64 << 20)
+best = 0.0
+for _ in range(5):
+    t = time.perf_counter()
+    for _ in range(4):
+        bytes(b)
+    best = max(best, 4 * len(b) / (time.perf_counter() - t) / (1 << 20))
+print(f"RESULT memcpy guest 0 {best:.1f}")
+PY
+
+# name | unit | better | perftest arguments
+TESTS=(
+	"send_bw_64k|MiB/s|higher|ib_send_bw -s 65536 -n 1000"
+	"send_bw_4k|MiB/s|higher|ib_send_bw -s 4096 -n 5000"
+	"write_bw_64k|MiB/s|higher|ib_write_bw -s 65536 -n 1000"
+	"write_bw_4k|MiB/s|higher|ib_write_bw -s 4096 -n 5000"
+	"read_bw_64k|MiB/s|higher|ib_read_bw -s 65536 -n 1000"
+	"ud_send_bw_mtu|MiB/s|higher|ib_send_bw -c UD -s 1024 -n 5000"
+	"msg_rate_64|Mpps|higher|ib_write_bw -s 64 -q 4 -n 5000"
+	"write_lat_2|usec|lower|ib_write_lat -s 2 -n 2000"
+	"send_lat_2|usec|lower|ib_send_lat -s 2 -n 2000"
+)
+printf '%s\n' "${TESTS[@]}" | sed 's/^/TEST /' >>"$OUT/raw.txt"
+
+for round in $(seq "$ROUNDS"); do
+	for t in "${TESTS[@]}"; do
+		IFS='|' read -r name unit better cmd <<<"$t"
+		# alternate which driver goes first, round by round
+		order="rxe fr"; [ $((round % 2)) = 0 ] && order="fr rxe"
+		for drv in $order; do
+			set -- $cmd
+			if pingpong $drv $drv 10.88.0.1 "$@" -d "${DEV[$drv]}" -x "${GID[$drv]}" >/tmp/run.log 2>&1; then
+				if [ "$unit" = usec ]; then
+					# t_typical of the latency table
+					v=$(awk '/t_typical/ {getline; print $5; exit}' /tmp/cli.log)
+				elif [ "$unit" = Mpps ]; then
+					v=$(awk '/MsgRate/ {getline; print $5; exit}' /tmp/cli.log)
+				else
+					v=$(awk '/BW average/ {getline; print $4; exit}' /tmp/cli.log)
+				fi
+				log "round $round $name $drv: $v $unit"
+				echo "RESULT $name $drv $round $v" >>"$OUT/raw.txt"
+			else
+				log "round $round $name $drv: FAILED"
+				tail -5 /tmp/cli.log /tmp/srv.log
+				echo "RESULT $name $drv $round failed" >>"$OUT/raw.txt"
+			fi
+		done
+	done
+done
+ip netns exec fr rdma statistic show link fr0/1
+ip netns exec rxe rdma link delete rxe0
+ip netns exec fr rdma link delete fr0
+ip netns del rxe
+ip netns del fr
+rmmod ferroce
+exit 0

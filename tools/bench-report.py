@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Turns build/bench/raw.txt (written in the guest by tools/bench-guest.sh)
+into results/bench.json, a table on stdout and results/bench.png.
+
+Each measurement is reported as the median of its rounds, with min and max;
+ratio is ferroce / rxe (higher is better for bandwidth and message rate,
+lower for latency)."""
+import json
+import statistics
+import sys
+from pathlib import Path
+
+raw, outdir = Path(sys.argv[1]), Path(sys.argv[2])
+outdir.mkdir(parents=True, exist_ok=True)
+tests, runs, memcpy = {}, {}, None
+for line in raw.read_text().splitlines():
+    f = line.split()
+    if line.startswith("TEST "):
+        name, unit, better, cmd = line[5:].split("|", 3)
+        tests[name] = dict(unit=unit, better=better, cmd=cmd)
+    elif line.startswith("RESULT ") and len(f) == 5:
+        _, name, drv, rnd, val = f
+        if name == "memcpy":
+            memcpy = float(val)
+            continue
+        try:
+            v = float(val)
+        except ValueError:
+            v = None
+        runs.setdefault(name, {}).setdefault({"fr": "ferroce"}.get(drv, drv), []).append(v)
+
+rows = []
+for name, t in tests.items():
+    r = runs.get(name, {})
+    ok = {d: [v for v in r.get(d, []) if v is not None] for d in ("rxe", "ferroce")}
+    med = {d: statistics.median(v) if v else None for d, v in ok.items()}
+    ratio = med["ferroce"] / med["rxe"] if med["rxe"] and med["ferroce"] is not None else None
+    rows.append(dict(
+        test=name, unit=t["unit"], better=t["better"], rxe=med["rxe"], ferroce=med["ferroce"], ratio=ratio,
+        runs={d: r.get(d, []) for d in ("rxe", "ferroce")},
+        min={d: min(v) if v else None for d, v in ok.items()},
+        max={d: max(v) if v else None for d, v in ok.items()},
+        command=t["cmd"],
+    ))
+doc = rows
+(outdir / "bench.json").write_text(json.dumps(doc, indent=2) + "\n")
+
+def fmt(x):
+    return "-" if x is None else f"{x:.3g}" if abs(x) < 100 else f"{x:.0f}"
+
+print(f"guest copy bandwidth (physical reference): {fmt(memcpy)} MiB/s" if memcpy else "guest copy bandwidth: not measured")
+print(f"{'test':16} {'unit':6} {'rxe (min..max)':24} {'ferroce (min..max)':24} {'ratio':>7}  goal")
+goals = {"send_bw_64k": (">=", 3), "write_bw_64k": (">=", 3), "msg_rate_64": (">=", 3), "ud_send_bw_mtu": (">=", 3),
+         "write_lat_2": ("<=", 0.5), "send_lat_2": ("<=", 0.5)}
+for r in rows:
+    span = lambda d: f"{fmt(r[d])} ({fmt(r['min'][d])}..{fmt(r['max'][d])})"
+    g = goals.get(r["test"])
+    gs = ""
+    if g and r["ratio"] is not None:
+        met = r["ratio"] >= g[1] if g[0] == ">=" else r["ratio"] <= g[1]
+        gs = f"{g[0]}{g[1]}x {'met' if met else 'not met'}"
+    print(f"{r['test']:16} {r['unit']:6} {span('rxe'):24} {span('ferroce'):24} {fmt(r['ratio']):>7}  {gs}")
+
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    print("matplotlib not available: no plot (tools/bench installs it into a venv in the cache)")
+    sys.exit(0)
+names = [r["test"] for r in rows if r["ratio"] is not None]
+ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
+colors = ["tab:green" if (r["better"] == "higher") == (r["ratio"] >= 1) else "tab:red" for r in rows if r["ratio"] is not None]
+fig, ax = plt.subplots(figsize=(9, 4.5))
+ax.barh(names, ratios, color=colors)
+ax.axvline(1.0, color="black", linewidth=1)
+ax.set_xscale("log")
+ax.set_xlabel("ferroce / rdma_rxe (median of rounds; log scale). Green: ferroce better")
+ax.set_title("ferroce vs rdma_rxe, same guest run (loopback, QEMU TCG)")
+for i, v in enumerate(ratios):
+    ax.text(v, i, f" {v:.2f}x", va="center")
+fig.tight_layout()
+fig.savefig(outdir / "bench.png", dpi=110)
+print(f"plot: {outdir / 'bench.png'}")
