@@ -300,3 +300,10 @@ void ferroce_work_init(struct work_struct *w, ferroce_work_fn fn) { INIT_WORK(w,
 void ferroce_work_queue(struct work_struct *w) { queue_work(ferroce_wq, w); }
 void ferroce_work_cancel_sync(struct work_struct *w) { cancel_work_sync(w); }
 void ferroce_cond_resched(void) { cond_resched(); }
+
+int ferroce_copy_from_user(void *dst, u64 user_addr, size_t len)
+{
+	return copy_from_user(dst, u64_to_user_ptr(user_addr), len) ? -EFAULT : 0;
+}
+
+bool ferroce_qp_is_user(const struct ib_qp *qp) { return qp->uobject != NULL; }

@@ -115,3 +115,7 @@ void ferroce_work_init(struct work_struct *w, ferroce_work_fn fn);
 void ferroce_work_queue(struct work_struct *w);
 void ferroce_work_cancel_sync(struct work_struct *w);
 void ferroce_cond_resched(void);
+
+/* --- user memory named by a work request (inline data) --- */
+int ferroce_copy_from_user(void *dst, u64 user_addr, size_t len);
+bool ferroce_qp_is_user(const struct ib_qp *qp);

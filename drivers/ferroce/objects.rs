@@ -17,7 +17,7 @@ use crate::state::{
 };
 use crate::transport::engine::{Qp, QpConfig, RecvSlot, SendSlot};
 use crate::transport::qp::{mask, Mtu, QpAttr, QpState, QpType};
-use crate::transport::verbs::{self as ev, send_flags, RecvWqe, SendWqe, Sge, WrOpcode, MAX_SGE};
+use crate::transport::verbs::{self as ev, send_flags, RecvWqe, SendWqe, Sge, WrOpcode, MAX_INLINE, MAX_SGE};
 use core::ffi::c_int;
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
@@ -432,7 +432,7 @@ pub(crate) unsafe extern "C" fn create_qp(
                 || cap.max_recv_wr > MAX_QP_WR
                 || cap.max_send_sge as usize > MAX_SGE
                 || cap.max_recv_sge as usize > MAX_SGE
-                || cap.max_inline_data > 0
+                || cap.max_inline_data as usize > MAX_INLINE
                 || ia.send_cq.is_null()
                 || ia.recv_cq.is_null()
             {
@@ -495,7 +495,7 @@ pub(crate) unsafe extern "C" fn create_qp(
                 *slot = Some(entry);
             }
             (*ibqp).qp_num = qpn as u32;
-            cap.max_inline_data = 0;
+            cap.max_inline_data = MAX_INLINE as u32;
             Ok(())
         })()
     })
@@ -643,7 +643,7 @@ pub(crate) unsafe extern "C" fn query_qp(
         o.cap.max_recv_wr = e.max_recv_wr;
         o.cap.max_send_sge = e.max_send_sge;
         o.cap.max_recv_sge = e.max_recv_sge;
-        o.cap.max_inline_data = 0;
+        o.cap.max_inline_data = MAX_INLINE as u32;
         let i = &mut *init;
         i.cap = o.cap;
         i.sq_sig_type = if e.sig_all {
@@ -836,28 +836,77 @@ unsafe fn sges(list: *const b::ib_sge, num: c_int, max: u32) -> Result<([Sge; MA
     Ok((out, n as u8))
 }
 
+/// Inline data of a work request, gathered before the device lock is taken
+/// (copying from userspace may fault and sleep).
+struct Inline {
+    data: [u8; MAX_INLINE],
+    len: u16,
+}
+
+/// Gathers the inline payload an `IB_SEND_INLINE` request names: user
+/// addresses for a user QP (copied once, here), kernel addresses for a
+/// kernel QP. At most `MAX_INLINE` bytes (the advertised max_inline_data).
+///
+/// # Safety
+/// `ibqp` and `wr` must be the core's live QP and work request, in the
+/// process that posted it.
+unsafe fn gather_inline(ibqp: *mut b::ib_qp, wr: *const b::ib_send_wr) -> Result<Inline> {
+    // SAFETY: guaranteed by the caller.
+    let w = unsafe { &*wr };
+    let n = usize::try_from(w.num_sge).map_err(|_| EINVAL)?;
+    if n > MAX_SGE {
+        return Err(EINVAL);
+    }
+    // SAFETY: as above.
+    let user = unsafe { b::ferroce_qp_is_user(ibqp) };
+    let mut out = Inline { data: [0; MAX_INLINE], len: 0 };
+    let mut at = 0usize;
+    for i in 0..n {
+        // SAFETY: the core passes `num_sge` entries.
+        let s = unsafe { &*w.sg_list.add(i) };
+        let len = s.length as usize;
+        let dst = out.data.get_mut(at..at.checked_add(len).ok_or(EINVAL)?).ok_or(EINVAL)?;
+        if user {
+            // SAFETY: `dst` has `len` bytes; the user address is checked by
+            // copy_from_user.
+            if unsafe { b::ferroce_copy_from_user(dst.as_mut_ptr().cast(), s.addr, len) } != 0 {
+                return Err(EFAULT);
+            }
+        } else if len > 0 {
+            // SAFETY: a kernel ULP names kernel memory it owns for the call.
+            unsafe { core::ptr::copy_nonoverlapping(s.addr as usize as *const u8, dst.as_mut_ptr(), len) };
+        }
+        at += len;
+    }
+    out.len = at as u16;
+    Ok(out)
+}
+
 /// # Safety
 /// `wr` must be a valid work request of the core (an `ib_ud_wr` on UD QPs).
-unsafe fn send_wqe(wr: *const b::ib_send_wr, e: &QpEntry) -> Result<SendWqe> {
+unsafe fn send_wqe(wr: *const b::ib_send_wr, e: &QpEntry, inline: Option<&Inline>) -> Result<SendWqe> {
     // SAFETY: guaranteed by the caller.
     let w = unsafe { &*wr };
     let opcode = WrOpcode::from_u32(w.opcode).ok_or(EINVAL)?;
     let flags = w.send_flags as u32;
-    if flags & send_flags::INLINE != 0 {
-        // No inline data is advertised (max_inline_data is 0).
-        return Err(EINVAL);
-    }
-    // SAFETY: the core passes `num_sge` entries.
-    let (sg_list, num_sge) = unsafe { sges(w.sg_list, w.num_sge, e.max_send_sge)? };
+    let (sg_list, num_sge) = match inline {
+        Some(_) => ([Sge::default(); MAX_SGE], 0),
+        // SAFETY: the core passes `num_sge` entries.
+        None => unsafe { sges(w.sg_list, w.num_sge, e.max_send_sge)? },
+    };
     let mut wqe = SendWqe {
         // SAFETY: both union members are plain integers/pointers.
         wr_id: unsafe { w.__bindgen_anon_1.wr_id },
         opcode,
-        send_flags: flags & (send_flags::FENCE | send_flags::SIGNALED | send_flags::SOLICITED),
+        send_flags: flags & (send_flags::FENCE | send_flags::SIGNALED | send_flags::SOLICITED | send_flags::INLINE),
         sg_list,
         num_sge,
         ..SendWqe::default()
     };
+    if let Some(i) = inline {
+        wqe.inline = i.data;
+        wqe.inline_len = i.len;
+    }
     // SAFETY: a union of plain integers.
     wqe.imm_data = match opcode {
         WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm => u32::from_be(unsafe { w.ex.imm_data }),
@@ -917,21 +966,31 @@ pub(crate) unsafe extern "C" fn post_send(
         let qpn = qpn_of(ibqp);
         let mut cur = wr;
         let mut ret = 0;
-        {
-            let mut st = dev.state.lock();
-            match st.qp(qpn) {
-                None => ret = EINVAL.to_errno(),
-                Some(e) => {
-                    while !cur.is_null() {
-                        let r = send_wqe(cur, e).and_then(|w| e.qp.post_send(&w).map_err(|x| Error::from_errno(x.errno())));
-                        if let Err(x) = r {
-                            ret = x.to_errno();
-                            break;
-                        }
-                        cur = (*cur).next;
+        while !cur.is_null() {
+            let inline = if (*cur).send_flags as u32 & send_flags::INLINE != 0 {
+                match gather_inline(ibqp, cur) {
+                    Ok(i) => Some(i),
+                    Err(x) => {
+                        ret = x.to_errno();
+                        break;
                     }
                 }
+            } else {
+                None
+            };
+            let r = {
+                let mut st = dev.state.lock();
+                match st.qp(qpn) {
+                    None => Err(EINVAL),
+                    Some(e) => send_wqe(cur, e, inline.as_ref())
+                        .and_then(|w| e.qp.post_send(&w).map_err(|x| Error::from_errno(x.errno()))),
+                }
+            };
+            if let Err(x) = r {
+                ret = x.to_errno();
+                break;
             }
+            cur = (*cur).next;
         }
         if ret != 0 && !bad.is_null() {
             *bad = cur;
