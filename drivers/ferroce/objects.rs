@@ -483,6 +483,9 @@ pub(crate) unsafe extern "C" fn create_qp(
                     timer,
                     work,
                     armed_for: None,
+                    tx_busy: false,
+                    tx_again: false,
+                    tx_max_psn: None,
                 },
                 GFP_ATOMIC,
             )?;

@@ -244,9 +244,10 @@ pub(crate) enum Counter {
     MemNoAccess,
     MemOutOfBounds,
     TxLocal,
+    TxRetransmit,
 }
 
-const NUM_COUNTERS: usize = 19;
+const NUM_COUNTERS: usize = 20;
 
 /// Counter names, in `Counter` order.
 static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered(UnsafeCell::new({
@@ -260,7 +261,7 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
         d(c"rx_drop_bad_icrc"),
         d(c"rx_drop_no_qp"),
         d(c"rx_drop_transport"),
-        d(c"rx_nak_sent"),
+        d(c"rx_seq_err_or_nak"),
         d(c"rx_drop_no_mem"),
         d(c"tx_packets"),
         d(c"tx_drop_no_route"),
@@ -273,6 +274,7 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
         d(c"mem_err_no_access"),
         d(c"mem_err_out_of_bounds"),
         d(c"tx_local"),
+        d(c"tx_retransmit"),
     ]
 }));
 

@@ -13,6 +13,7 @@ use crate::ffi as b;
 use crate::transport::engine::{Qp, RecvSlot, SendSlot};
 use crate::transport::memory::{Key, MemError, Memory};
 use crate::transport::verbs::{access, Cqe};
+use crate::transport::wire::{Opcode, Psn, Transport};
 use kernel::prelude::*;
 
 /// Queue pairs per device (QPN 1 is the GSI QP; user QPNs start at 16).
@@ -84,9 +85,38 @@ pub(crate) struct QpEntry {
     pub(crate) work: *mut b::work_struct,
     /// The deadline the timer is armed for.
     pub(crate) armed_for: Option<u64>,
+    /// A `kick` is sending this QP's packets (one at a time keeps order).
+    pub(crate) tx_busy: bool,
+    /// Another `kick` came while one was running: look again.
+    pub(crate) tx_again: bool,
+    /// Highest request PSN sent (RC), to count retransmissions.
+    pub(crate) tx_max_psn: Option<Psn>,
 }
 
 impl QpEntry {
+    /// Notes a transmitted packet (`pkt`: BTH onward); true when it is an
+    /// RC request at or below the highest PSN sent so far: a retransmission.
+    pub(crate) fn note_request(&mut self, pkt: Option<&[u8]>) -> bool {
+        let Some(p) = pkt else { return false };
+        let (Some(&op), Some(b)) = (p.first(), p.get(9..12)) else {
+            return false;
+        };
+        let is_rc_request = Opcode(op)
+            .info()
+            .is_ok_and(|i| i.transport == Transport::Rc && i.is_request());
+        if !is_rc_request {
+            return false;
+        }
+        let psn = Psn::new(u32::from_be_bytes([0, b[0], b[1], b[2]]));
+        match self.tx_max_psn {
+            Some(max) if !psn.is_after(max) => true,
+            _ => {
+                self.tx_max_psn = Some(psn);
+                false
+            }
+        }
+    }
+
     /// Arms (or cancels) the timer for the engine's next deadline. Called
     /// with the device lock held, so that `destroy_qp`, which removes the
     /// entry under the lock before shutting the timer down, never races a

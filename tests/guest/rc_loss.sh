@@ -13,7 +13,7 @@ type gid_index >/dev/null 2>&1 || gid_index() {
 counter() {
 	rdma statistic show link "$1/1" | tr ' ' '\n' | awk -v n="$2" 'p { print; exit } $0 == n { p = 1 }'
 }
-COUNTERS="rx_packets rx_accepted rx_drop_transport rx_nak_sent rx_drop_no_qp rx_drop_bad_icrc rx_drop_malformed tx_packets"
+COUNTERS="tx_retransmit rx_packets rx_accepted rx_drop_transport rx_seq_err_or_nak rx_drop_no_qp rx_drop_bad_icrc rx_drop_malformed tx_packets"
 # snapshot VAR: all counters of both devices into the associative array VAR
 snapshot() {
 	local -n s=$1
@@ -103,16 +103,19 @@ deltas s1 s2
 echo "lossy run: $(per_mb s1 s2 /tmp/rc_lossy.log) (clean run: $(per_mb s0 s1 /tmp/rc_clean.log))"
 expect "netem dropped packets on va" 'dropped [1-9]' "$qa"
 expect "netem dropped packets on vb" 'dropped [1-9]' "$qb"
-# A lost request shows as a PSN gap at the responder: rx_nak_sent counts
+# A lost request shows as a PSN gap at the responder: rx_seq_err_or_nak counts
 # every request that arrived out of sequence (answered by a NAK, or behind
 # one already sent). Stale responses and ACKs (duplicates, answers to
-# requests sent again) count as rx_drop_transport. The module has no
-# counter of retransmitted packets; the packets sent per MB moved show them.
-naks=$(( ${s2[fra.rx_nak_sent]} - ${s1[fra.rx_nak_sent]} + ${s2[frb.rx_nak_sent]} - ${s1[frb.rx_nak_sent]} ))
+# requests sent again) count as rx_drop_transport; tx_retransmit counts the
+# request packets the requesters sent again (go-back-N, ACK timeouts).
+naks=$(( ${s2[fra.rx_seq_err_or_nak]} - ${s1[fra.rx_seq_err_or_nak]} + ${s2[frb.rx_seq_err_or_nak]} - ${s1[frb.rx_seq_err_or_nak]} ))
 drops=$(( ${s2[fra.rx_drop_transport]} - ${s1[fra.rx_drop_transport]} + ${s2[frb.rx_drop_transport]} - ${s1[frb.rx_drop_transport]} ))
 echo "lossy run: $naks NAKs sent, $drops packets dropped by the transport (duplicates, out of sequence)"
-check "recovery visible: requests out of sequence NAKed (rx_nak_sent)" test "$naks" -gt 0
+check "recovery visible: requests out of sequence NAKed (rx_seq_err_or_nak)" test "$naks" -gt 0
 check "recovery visible: stale packets dropped by the transport (rx_drop_transport)" test "$drops" -gt 0
+rtx=$(( ${s2[fra.tx_retransmit]} - ${s1[fra.tx_retransmit]} + ${s2[frb.tx_retransmit]} - ${s1[frb.tx_retransmit]} ))
+echo "lossy run: $rtx request packets retransmitted"
+check "recovery visible: requests retransmitted (tx_retransmit)" test "$rtx" -gt 0
 ppm() { per_mb "$@" | awk '{ print $(NF - 3) }'; }
 pc=$(ppm s0 s1 /tmp/rc_clean.log)
 pl=$(ppm s1 s2 /tmp/rc_lossy.log)
