@@ -407,10 +407,10 @@ fn add_device(name: &CStr, ndev: &NetDev) -> Result {
     }
     let ops = device_ops();
     // SAFETY: `ibdev` is a fresh, unregistered device of our size that we
-    // exclusively own; on any failure before registration succeeds its
-    // state is dropped and it is freed with `ib_dealloc_device`, never
-    // touched again. After a successful registration `dealloc_driver`
-    // drops the state.
+    // exclusively own. Its state is initialised before the ops are set, so
+    // that `dealloc_driver`, which drops it, always finds it: on a failed
+    // registration through our `ib_dealloc_device` call, after a successful
+    // one through the core's. The device is not touched after a failure.
     let ret = unsafe {
         let fdev = ibdev.cast::<FerroceDevice>();
         BhLock::init(core::ptr::addr_of_mut!((*fdev).state), tables);
@@ -435,7 +435,8 @@ fn add_device(name: &CStr, ndev: &NetDev) -> Result {
             ret = b::ib_register_device(ibdev, name.as_ptr(), core::ptr::null_mut());
         }
         if ret != 0 {
-            BhLock::drop_in_place(core::ptr::addr_of_mut!((*fdev).state));
+            // The ops are set: ib_dealloc_device calls dealloc_driver, which
+            // drops the state (dropping it here too would free it twice).
             b::ib_dealloc_device(ibdev);
         }
         ret
