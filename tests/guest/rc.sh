@@ -37,6 +37,18 @@ for t in ib_send_lat ib_write_lat ib_read_lat; do
 	check "$t (2 bytes, 500 iterations)" pingpong "" "" 10.0.2.15 $t -d fr0 -x "$G" -s 2 -n 500
 	expect "  ...every iteration counted" '^ *2 +500 ' "$(cat /tmp/cli.log)"
 done
+# Completion events (completion channels, req_notify_cq, the core's
+# completion handler) instead of busy polling
+check "ibv_rc_pingpong -e (events): 200 x 4 KiB" \
+	pingpong "" "" 10.0.2.15 ibv_rc_pingpong -d fr0 -g "$G" -e -c -n 200 -s 4096
+check "ib_send_bw -e (events)" pingpong "" "" 10.0.2.15 ib_send_bw -d fr0 -x "$G" -e -s 4096 -n 500
+expect "  ...every iteration counted" '^ *4096 +500 ' "$(cat /tmp/cli.log)"
+check "ib_send_lat -e (events)" pingpong "" "" 10.0.2.15 ib_send_lat -d fr0 -x "$G" -e -s 2 -n 200
+expect "  ...every iteration counted" '^ *2 +200 ' "$(cat /tmp/cli.log)"
+# Inline sends on RC (ibv_rc_pingpong uses them when the message fits)
+check "ibv_rc_pingpong -c with 32-byte messages (inline)" \
+	pingpong "" "" 10.0.2.15 ibv_rc_pingpong -d fr0 -g "$G" -c -n 200 -s 32
+
 rdma statistic show link fr0/1
 check "rdma link delete fr0" rdma link delete fr0
 check "rmmod ferroce after the tests" rmmod ferroce
