@@ -9,7 +9,8 @@
 //! All C declarations come from bindgen over rdma-core's `driver.h` and
 //! `ferroce-abi.h` (`sys`). This file holds registration, the device and the
 //! context; the verbs objects live in their own modules (`pd`, `mr`, `cq`,
-//! `ah`, `qp`), all on the system-call path (the `ibv_cmd_*` helpers).
+//! `ah`, `qp`, `srq`), all on the system-call path (the `ibv_cmd_*`
+//! helpers).
 //!
 //! Objects: every provider object is a `#[repr(C)]` struct whose first field
 //! is the libibverbs structure libibverbs hands back to us, allocated zeroed
@@ -43,6 +44,7 @@ mod cq;
 mod mr;
 mod pd;
 mod qp;
+mod srq;
 
 use sys::*;
 
@@ -251,6 +253,11 @@ static CONTEXT_OPS: Shared<verbs_context_ops> = Shared({
     ops.destroy_qp = Some(qp::destroy_qp);
     ops.post_send = Some(qp::post_send);
     ops.post_recv = Some(qp::post_recv);
+    ops.create_srq = Some(srq::create_srq);
+    ops.modify_srq = Some(srq::modify_srq);
+    ops.query_srq = Some(srq::query_srq);
+    ops.destroy_srq = Some(srq::destroy_srq);
+    ops.post_srq_recv = Some(srq::post_srq_recv);
     ops
 });
 

@@ -7,6 +7,10 @@
 //! dispatch), and `create_qp_ex` otherwise. The extended work-request API
 //! (`IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`, `ibv_wr_*`) is not offered:
 //! `ibv_qp_to_qp_ex` answers NULL for ferroce QPs.
+//!
+//! A QP created with an SRQ (`srq` in the init attribute) takes its receive
+//! buffers from that SRQ: the kernel attaches it, and `post_recv` on such a
+//! QP is refused (the buffers go to `ibv_post_srq_recv`).
 
 use core::ffi::c_int;
 use core::mem::{size_of, MaybeUninit};
@@ -24,6 +28,8 @@ pub(crate) struct FerroceQp {
     /// work requests this provider forwards.
     max_send_sge: u32,
     max_recv_sge: u32,
+    /// Created with an SRQ: receive work requests are posted there.
+    has_srq: bool,
 }
 
 const _: () = assert!(core::mem::offset_of!(FerroceQp, vqp) == 0);
@@ -34,6 +40,14 @@ const _: () = assert!(core::mem::offset_of!(FerroceQp, vqp) == 0);
 /// # Safety
 /// `pd` is a PD of this provider.
 unsafe fn create(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> *mut ibv_qp {
+    // An SRQ of another context has a handle that means nothing (or
+    // something else) to this context's kernel object table.
+    // SAFETY: `pd` is a PD of this provider; `attr.srq`, when set, is an
+    // SRQ the caller created.
+    if !attr.srq.is_null() && unsafe { (*attr.srq).context != (*pd).context } {
+        set_errno(EINVAL);
+        return null_mut();
+    }
     // SAFETY: FerroceQp is a C structure valid when zeroed (a zero
     // verbs_qp comp_mask says "no extended QP" to ibv_qp_to_qp_ex).
     let qp = unsafe { calloc_obj::<FerroceQp>() };
@@ -67,6 +81,7 @@ unsafe fn create(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> *mut ibv_qp {
     unsafe {
         (*qp).max_send_sge = attr.cap.max_send_sge;
         (*qp).max_recv_sge = attr.cap.max_recv_sge;
+        (*qp).has_srq = !attr.srq.is_null();
     }
     ibqp
 }
@@ -171,7 +186,7 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
 const POST_CHUNK: usize = 16;
 
 /// A work-request list element (`ibv_send_wr`, `ibv_recv_wr`).
-trait WorkRequest: Copy {
+pub(crate) trait WorkRequest: Copy {
     fn next(&self) -> *mut Self;
     fn set_next(&mut self, next: *mut Self);
 }
@@ -203,7 +218,7 @@ impl WorkRequest for ibv_recv_wr {
 ///
 /// # Safety
 /// `wr` is NULL or a valid list; `bad_wr` is valid for writes.
-unsafe fn post_chunked<W: WorkRequest>(
+pub(crate) unsafe fn post_chunked<W: WorkRequest>(
     wr: *mut W,
     bad_wr: *mut *mut W,
     check: impl Fn(&W) -> Result<(), c_int>,
@@ -256,8 +271,9 @@ unsafe fn post_chunked<W: WorkRequest>(
     0
 }
 
-/// The scatter/gather list of a work request, within the QP's limit.
-fn check_sges(num_sge: c_int, sg_list: *mut ibv_sge, max: u32) -> Result<(), c_int> {
+/// The scatter/gather list of a work request, within the QP's (or SRQ's)
+/// limit.
+pub(crate) fn check_sges(num_sge: c_int, sg_list: *mut ibv_sge, max: u32) -> Result<(), c_int> {
     match u32::try_from(num_sge) {
         Ok(n) if n <= max && (n == 0 || !sg_list.is_null()) => Ok(()),
         _ => Err(EINVAL),
@@ -299,7 +315,19 @@ pub(crate) unsafe extern "C" fn post_recv(
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
     // SAFETY: `qp` is the ibv_qp at offset 0 of a FerroceQp from `create`.
-    let max_sge = unsafe { (*qp.cast::<FerroceQp>()).max_recv_sge };
+    let (max_sge, has_srq) = unsafe {
+        let q = &*qp.cast::<FerroceQp>();
+        (q.max_recv_sge, q.has_srq)
+    };
+    if has_srq {
+        // The QP has no receive queue of its own: the first request (the
+        // whole list) is refused, nothing is posted.
+        if !bad_wr.is_null() {
+            // SAFETY: the caller's out-pointer, checked non-NULL.
+            unsafe { *bad_wr = wr };
+        }
+        return EINVAL;
+    }
     let check = |w: &ibv_recv_wr| check_sges(w.num_sge, w.sg_list, max_sge);
     let post = |w: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr| {
         // SAFETY: `qp` is this provider's QP; `w` is a valid chunk and `bad`
