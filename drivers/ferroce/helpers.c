@@ -307,3 +307,15 @@ int ferroce_copy_from_user(void *dst, u64 user_addr, size_t len)
 }
 
 bool ferroce_qp_is_user(const struct ib_qp *qp) { return qp->uobject != NULL; }
+
+void ferroce_srq_limit_event(struct ib_srq *srq)
+{
+	struct ib_event ev = {
+		.device = srq->device,
+		.element.srq = srq,
+		.event = IB_EVENT_SRQ_LIMIT_REACHED,
+	};
+
+	if (srq->event_handler)
+		srq->event_handler(&ev, srq->srq_context);
+}

@@ -119,3 +119,6 @@ void ferroce_cond_resched(void);
 /* --- user memory named by a work request (inline data) --- */
 int ferroce_copy_from_user(void *dst, u64 user_addr, size_t len);
 bool ferroce_qp_is_user(const struct ib_qp *qp);
+
+/* --- SRQ limit event (through the SRQ's event handler) --- */
+void ferroce_srq_limit_event(struct ib_srq *srq);

@@ -233,7 +233,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
             }
             return;
         }
-        sent += 1;
+        sent = sent.saturating_add(1);
         // SAFETY: the device's netdev is held by the RDMA core while the
         // device is registered, which it is during verbs calls and receive.
         let skb = unsafe { b::ferroce_tx_alloc(dev.ndev(), TX_ALLOC as u32) };
@@ -265,7 +265,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
                                 QpType::Ud => st.ahs.get(t.ah as usize).copied().flatten(),
                                 QpType::Rc => e.path,
                             };
-                            if e.note_request(buf.get(TX_HEADROOM..TX_HEADROOM + t.len)) {
+                            if e.note_request(buf.get(TX_HEADROOM..TX_HEADROOM.saturating_add(t.len))) {
                                 dev.count(Counter::TxRetransmit);
                             }
                             Some((t, av, e.qpn_source_port(t.dest_qpn)))
@@ -314,9 +314,9 @@ fn now_ns() -> u64 {
 /// appends the ICRC and sends it; consumes the skb.
 fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, buf: &mut [u8], len: usize, av: &Av, sport: u16) {
     let ip_len = if av.ipv6 { IPV6_LEN } else { IPV4_LEN };
-    let start = TX_HEADROOM - UDP_LEN - ip_len;
-    let total = ip_len + UDP_LEN + len + ICRC_LEN;
-    let Some(pkt) = buf.get_mut(start..start + total) else {
+    let start = TX_HEADROOM.saturating_sub(UDP_LEN + ip_len);
+    let total = (ip_len + UDP_LEN + ICRC_LEN).saturating_add(len);
+    let Some(pkt) = buf.get_mut(start..start.saturating_add(total)) else {
         // SAFETY: unsent skb of ours.
         unsafe { b::ferroce_kfree_skb(skb) };
         return;
@@ -377,48 +377,52 @@ fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, buf: &mut [u8], len: usize, a
     }
 }
 
-/// Writes the IP and UDP headers in front of the transport packet and the
-/// ICRC after it (`pkt` is exactly the IP packet).
+/// Copies `src` to `buf[off..]`; `None` when it does not fit. (No slice
+/// indexing: nothing on this path may panic.)
+fn put(buf: &mut [u8], off: usize, src: &[u8]) -> Option<()> {
+    let end = off.checked_add(src.len())?;
+    let dst = buf.get_mut(off..end)?;
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s;
+    }
+    Some(())
+}
+
+/// Writes the IP and UDP headers in front of the transport packet and,
+/// with `with_icrc`, the ICRC after it (`pkt` is exactly the IP packet).
 pub(crate) fn encap(pkt: &mut [u8], av: &Av, sport: u16, ip_id: u16, with_icrc: bool) -> core::result::Result<(), ()> {
     let total = pkt.len();
     let ip_len = if av.ipv6 { IPV6_LEN } else { IPV4_LEN };
-    let udp_len = u16::try_from(total - ip_len).map_err(|_| ())?;
-    {
-        let ip = pkt.get_mut(..ip_len).ok_or(())?;
+    let udp_len = u16::try_from(total.checked_sub(ip_len).ok_or(())?).map_err(|_| ())?;
+    let r = (|| {
         if av.ipv6 {
             let vtf = (6u32 << 28) | (u32::from(av.tclass) << 20) | (av.flow_label & 0xf_ffff);
-            ip[0..4].copy_from_slice(&vtf.to_be_bytes());
-            ip[4..6].copy_from_slice(&udp_len.to_be_bytes());
-            ip[6] = 17;
-            ip[7] = av.hop_limit;
-            ip[8..24].copy_from_slice(&av.sip);
-            ip[24..40].copy_from_slice(&av.dip);
+            put(pkt, 0, &vtf.to_be_bytes())?;
+            put(pkt, 4, &udp_len.to_be_bytes())?;
+            put(pkt, 6, &[17, av.hop_limit])?;
+            put(pkt, 8, &av.sip)?;
+            put(pkt, 24, &av.dip)?;
         } else {
-            let tot = u16::try_from(total).map_err(|_| ())?;
-            ip[0] = 0x45;
-            ip[1] = av.tclass;
-            ip[2..4].copy_from_slice(&tot.to_be_bytes());
-            ip[4..6].copy_from_slice(&ip_id.to_be_bytes());
-            ip[6..8].copy_from_slice(&0x4000u16.to_be_bytes()); // DF
-            ip[8] = av.hop_limit;
-            ip[9] = 17;
-            ip[10..12].copy_from_slice(&[0, 0]);
-            ip[12..16].copy_from_slice(&av.sip[..4]);
-            ip[16..20].copy_from_slice(&av.dip[..4]);
+            let tot = u16::try_from(total).ok()?;
+            put(pkt, 0, &[0x45, av.tclass])?;
+            put(pkt, 2, &tot.to_be_bytes())?;
+            put(pkt, 4, &ip_id.to_be_bytes())?;
+            put(pkt, 6, &0x4000u16.to_be_bytes())?; // DF
+            put(pkt, 8, &[av.hop_limit, 17, 0, 0])?;
+            put(pkt, 12, av.sip.get(..4)?)?;
+            put(pkt, 16, av.dip.get(..4)?)?;
             // The IP layer computes it again on its way out; the local fast
             // path delivers this header as is, and verbs consumers (e.g.
             // ibv_init_ah_from_wc) tell IPv4 from IPv6 in the GRH by it.
-            let c = ipv4_checksum(ip);
-            ip[10..12].copy_from_slice(&c.to_be_bytes());
+            let c = ipv4_checksum(pkt.get(..IPV4_LEN)?);
+            put(pkt, 10, &c.to_be_bytes())?;
         }
-    }
-    {
-        let udp = pkt.get_mut(ip_len..ip_len + UDP_LEN).ok_or(())?;
-        udp[0..2].copy_from_slice(&sport.to_be_bytes());
-        udp[2..4].copy_from_slice(&ROCE_PORT.to_be_bytes());
-        udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
-        udp[6..8].copy_from_slice(&[0, 0]);
-    }
+        put(pkt, ip_len, &sport.to_be_bytes())?;
+        put(pkt, ip_len + 2, &ROCE_PORT.to_be_bytes())?;
+        put(pkt, ip_len + 4, &udp_len.to_be_bytes())?;
+        put(pkt, ip_len + 6, &[0, 0])
+    })();
+    r.ok_or(())?;
     if with_icrc {
         icrc::fill(pkt).map_err(|_| ())?;
         if av.ipv6 {
@@ -435,19 +439,19 @@ fn set_udp6_checksum(pkt: &mut [u8], av: &Av) {
         Some(d) => udp6_checksum(&av.sip, &av.dip, d),
         None => return,
     };
-    if let Some(c) = pkt.get_mut(IPV6_LEN + 6..IPV6_LEN + 8) {
-        c.copy_from_slice(&csum.to_be_bytes());
-    }
+    let _ = put(pkt, IPV6_LEN + 6, &csum.to_be_bytes());
 }
 
 /// The IPv4 header checksum (RFC 791) of a header whose checksum field is 0.
 pub(crate) fn ipv4_checksum(hdr: &[u8]) -> u16 {
     let mut sum: u32 = 0;
     for w in hdr.chunks_exact(2) {
-        sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+        if let [a, b] = w {
+            sum = sum.wrapping_add(u32::from(u16::from_be_bytes([*a, *b])));
+        }
     }
     while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
+        sum = (sum & 0xffff).wrapping_add(sum >> 16);
     }
     !(sum as u16)
 }
@@ -458,10 +462,12 @@ pub(crate) fn udp6_checksum(src: &[u8; 16], dst: &[u8; 16], datagram: &[u8]) -> 
     let mut add = |bytes: &[u8]| {
         let mut it = bytes.chunks_exact(2);
         for w in &mut it {
-            sum += u64::from(u16::from_be_bytes([w[0], w[1]]));
+            if let [a, b] = w {
+                sum = sum.wrapping_add(u64::from(u16::from_be_bytes([*a, *b])));
+            }
         }
         if let [last] = it.remainder() {
-            sum += u64::from(u16::from_be_bytes([*last, 0]));
+            sum = sum.wrapping_add(u64::from(u16::from_be_bytes([*last, 0])));
         }
     };
     add(src);
@@ -470,7 +476,7 @@ pub(crate) fn udp6_checksum(src: &[u8; 16], dst: &[u8; 16], datagram: &[u8]) -> 
     add(&[0, 0, 0, 17]);
     add(datagram);
     while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
+        sum = (sum & 0xffff).wrapping_add(sum >> 16);
     }
     match !(sum as u16) {
         0 => 0xffff,
@@ -565,12 +571,31 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) {
         _ => (NetHeader::Ipv4(parts.ip), 4),
     };
     let mut notify = Notify::new();
+    let mut srq_event = None;
     let rc = {
         let mut st = dev.state.lock();
         let st = &mut *st;
         let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else {
             return dev.count(Counter::RxNoQp);
         };
+        // A QP on an SRQ takes a receive WQE from it when a message that
+        // needs one begins and the QP has none.
+        if let Some(si) = e.srq {
+            let needs = transport
+                .first()
+                .and_then(|&op| crate::transport::wire::Opcode(op).info().ok())
+                .is_some_and(|i| i.is_request() && i.consumes_recv_wqe());
+            if needs && e.qp.recv_queue_len() == 0 {
+                if let Some(srq) = st.srqs.get_mut(si).and_then(|x| x.as_deref_mut()) {
+                    if let Some((w, fire)) = srq.pop() {
+                        let _ = e.qp.post_recv(&w);
+                        if fire {
+                            srq_event = Some(srq.ibsrq);
+                        }
+                    }
+                }
+            }
+        }
         let mut mem = Mem { mrs: &mut st.mrs, dev };
         match e.qp.receive(now_ns(), &mut mem, transport, net) {
             RxOutcome::Accepted => dev.count(Counter::RxAccepted),
@@ -582,6 +607,11 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) {
         rc
     };
     notify.run();
+    if let Some(srq) = srq_event {
+        // SAFETY: the SRQ was live under the lock and cannot be destroyed
+        // while a QP (this packet's) is attached to it.
+        unsafe { b::ferroce_srq_limit_event(srq) };
+    }
     if rc {
         kick(dev, qpn, KICK_BUDGET_SOFTIRQ);
     }

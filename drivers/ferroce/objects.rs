@@ -13,7 +13,8 @@ use crate::ffi as b;
 use crate::net::{self, Notify};
 use crate::rdma::{errno, FerroceDevice};
 use crate::state::{
-    Av, CqEntry, MrEntry, MrKind, QpEntry, Slots, GSI_QPN, MAX_CQE, MAX_PD, MAX_QP_WR, PAGE_SIZE,
+    Av, CqEntry, MrEntry, MrKind, QpEntry, Slots, SrqEntry, GSI_QPN, MAX_CQE, MAX_PD, MAX_QP_WR, PAGE_SIZE,
+    SRQ_QP_SLOTS,
 };
 use crate::transport::engine::{Qp, QpConfig, RecvSlot, SendSlot};
 use crate::transport::qp::{mask, Mtu, QpAttr, QpState, QpType};
@@ -40,6 +41,14 @@ pub(crate) struct FerroceCq {
     ib: b::ib_cq,
     index: u32,
 }
+
+#[repr(C)]
+pub(crate) struct FerroceSrq {
+    ib: b::ib_srq,
+    index: u32,
+}
+
+pub(crate) const SIZE_SRQ: usize = core::mem::size_of::<FerroceSrq>();
 
 #[repr(C)]
 pub(crate) struct FerroceQp {
@@ -84,6 +93,7 @@ const _: () = {
     assert!(core::mem::offset_of!(FerroceAh, ib) == 0);
     assert!(core::mem::offset_of!(FerroceCq, ib) == 0);
     assert!(core::mem::offset_of!(FerroceQp, ib) == 0);
+    assert!(core::mem::offset_of!(FerroceSrq, ib) == 0);
     assert!(core::mem::offset_of!(FerroceMr, ib) == 0);
 };
 
@@ -207,8 +217,10 @@ pub(crate) unsafe fn av_from_attr(attr: &b::rdma_ah_attr) -> Result<Av> {
         net: unsafe { b::ferroce_gid_attr_net(sattr) },
     };
     if v4 {
-        av.sip[..4].copy_from_slice(&sgid[12..]);
-        av.dip[..4].copy_from_slice(&dgid[12..]);
+        for i in 0..4 {
+            av.sip[i] = sgid[12 + i];
+            av.dip[i] = dgid[12 + i];
+        }
     } else {
         av.sip = sgid;
         av.dip = dgid;
@@ -424,7 +436,13 @@ pub(crate) unsafe extern "C" fn create_qp(
                 b::ib_qp_type_IB_QPT_RC => (false, QpType::Rc),
                 _ => return Err(eopnotsupp()),
             };
-            if !ia.srq.is_null() || ia.create_flags != 0 || !ia.rwq_ind_tbl.is_null() {
+            if ia.create_flags != 0 || !ia.rwq_ind_tbl.is_null() {
+                return Err(eopnotsupp());
+            }
+            let srq = if ia.srq.is_null() { None } else { Some((*ia.srq.cast::<FerroceSrq>()).index as usize) };
+            if srq.is_some() && ty != QpType::Rc {
+                // UD QPs take SRQ receives too in some HCAs; ferroce keeps
+                // SRQs to RC (what ibv_srq_pingpong and rdma_cm servers use).
                 return Err(eopnotsupp());
             }
             let cap = &mut ia.cap;
@@ -442,8 +460,9 @@ pub(crate) unsafe extern "C" fn create_qp(
             for _ in 0..cap.max_send_wr {
                 sq.push(SendSlot::default(), GFP_KERNEL)?;
             }
-            let mut rq = KVec::with_capacity(cap.max_recv_wr as usize, GFP_KERNEL)?;
-            for _ in 0..cap.max_recv_wr {
+            let rq_slots = if srq.is_some() { SRQ_QP_SLOTS } else { cap.max_recv_wr };
+            let mut rq = KVec::with_capacity(rq_slots as usize, GFP_KERNEL)?;
+            for _ in 0..rq_slots {
                 rq.push(RecvSlot::default(), GFP_KERNEL)?;
             }
             let pd = pd_handle((*ibqp).pd);
@@ -486,6 +505,7 @@ pub(crate) unsafe extern "C" fn create_qp(
                     tx_busy: false,
                     tx_again: false,
                     tx_max_psn: None,
+                    srq,
                 },
                 GFP_ATOMIC,
             )?;
@@ -493,6 +513,9 @@ pub(crate) unsafe extern "C" fn create_qp(
                 if let Some(Some(c)) = st.cqs.get_mut(i) {
                     c.users += 1;
                 }
+            }
+            if let Some(Some(x)) = srq.and_then(|i| st.srqs.get_mut(i)) {
+                x.users += 1;
             }
             if let Some(slot) = st.qps.get_mut(qpn) {
                 *slot = Some(entry);
@@ -671,6 +694,9 @@ pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::
                         c.users = c.users.saturating_sub(1);
                         c.purge_qp(ibqp);
                     }
+                }
+                if let Some(Some(x)) = e.srq.and_then(|i| st.srqs.get_mut(i)) {
+                    x.users = x.users.saturating_sub(1);
                 }
             }
             entry
@@ -1019,6 +1045,7 @@ pub(crate) unsafe extern "C" fn post_recv(
             let mut st = dev.state.lock();
             match st.qp(qpn) {
                 None => ret = EINVAL.to_errno(),
+                Some(e) if e.srq.is_some() => ret = EINVAL.to_errno(),
                 Some(e) => {
                     while !cur.is_null() {
                         let w = &*cur;
@@ -1038,6 +1065,149 @@ pub(crate) unsafe extern "C" fn post_recv(
             net::drain(dev, &mut st, qpn, 0, &mut notify);
         }
         notify.run();
+        if ret != 0 && !bad.is_null() {
+            *bad = cur;
+        }
+        ret
+    }
+}
+
+// --- SRQ -----------------------------------------------------------------------
+
+pub(crate) unsafe extern "C" fn create_srq(
+    ibsrq: *mut b::ib_srq,
+    init: *mut b::ib_srq_init_attr,
+    udata: *mut b::ib_udata,
+) -> c_int {
+    // SAFETY: the core passes a zeroed SRQ of our size (device set) and a
+    // valid init attribute it reads the granted sizes back from.
+    errno(unsafe {
+        (|| {
+            no_udata(udata)?;
+            let ia = &mut *init;
+            if ia.srq_type != b::ib_srq_type_IB_SRQT_BASIC {
+                return Err(eopnotsupp());
+            }
+            let a = &mut ia.attr;
+            if a.max_wr == 0 || a.max_wr > MAX_QP_WR || a.max_sge as usize > MAX_SGE || a.srq_limit > a.max_wr {
+                return Err(EINVAL);
+            }
+            let dev = dev_of((*ibsrq).device);
+            let entry = SrqEntry::new(ibsrq, a.max_wr as usize, a.max_sge, a.srq_limit)?;
+            let mut st = dev.state.lock();
+            let idx = st.alloc_srq().ok_or(ENOMEM)?;
+            if let Some(slot) = st.srqs.get_mut(idx) {
+                *slot = Some(entry);
+            }
+            (*ibsrq.cast::<FerroceSrq>()).index = idx as u32;
+            Ok(())
+        })()
+    })
+}
+
+/// # Safety
+/// `ibsrq` must be a live ferroce SRQ.
+unsafe fn srq_index(ibsrq: *mut b::ib_srq) -> usize {
+    // SAFETY: guaranteed by the caller.
+    unsafe { (*ibsrq.cast::<FerroceSrq>()).index as usize }
+}
+
+pub(crate) unsafe extern "C" fn modify_srq(
+    ibsrq: *mut b::ib_srq,
+    attr: *mut b::ib_srq_attr,
+    mask: b::ib_srq_attr_mask,
+    udata: *mut b::ib_udata,
+) -> c_int {
+    // SAFETY: an SRQ from `create_srq` and a valid attribute structure.
+    errno(unsafe {
+        (|| {
+            no_udata(udata)?;
+            if mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0 {
+                // Resizing an SRQ is not supported (verbs lets a device refuse).
+                return Err(eopnotsupp());
+            }
+            let dev = dev_of((*ibsrq).device);
+            let mut st = dev.state.lock();
+            let srq = st.srqs.get_mut(srq_index(ibsrq)).and_then(|x| x.as_deref_mut()).ok_or(EINVAL)?;
+            if mask & b::ib_srq_attr_mask_IB_SRQ_LIMIT != 0 {
+                let limit = (*attr).srq_limit;
+                if limit as usize > srq.max_wr() {
+                    return Err(EINVAL);
+                }
+                srq.limit = limit;
+            }
+            Ok(())
+        })()
+    })
+}
+
+pub(crate) unsafe extern "C" fn query_srq(ibsrq: *mut b::ib_srq, attr: *mut b::ib_srq_attr) -> c_int {
+    // SAFETY: an SRQ from `create_srq`; the core's output structure.
+    errno(unsafe {
+        let dev = dev_of((*ibsrq).device);
+        let st = dev.state.lock();
+        match st.srqs.get(srq_index(ibsrq)).and_then(|x| x.as_deref()) {
+            None => Err(EINVAL),
+            Some(srq) => {
+                (*attr).max_wr = srq.max_wr() as u32;
+                (*attr).max_sge = srq.max_sge;
+                (*attr).srq_limit = srq.limit;
+                Ok(())
+            }
+        }
+    })
+}
+
+pub(crate) unsafe extern "C" fn destroy_srq(ibsrq: *mut b::ib_srq, _udata: *mut b::ib_udata) -> c_int {
+    // SAFETY: an SRQ from `create_srq`; the entry is dropped after the lock.
+    errno(unsafe {
+        let dev = dev_of((*ibsrq).device);
+        let taken = {
+            let mut st = dev.state.lock();
+            match st.srqs.get_mut(srq_index(ibsrq)) {
+                Some(slot) if slot.as_ref().is_some_and(|x| x.users > 0) => Err(EBUSY),
+                Some(slot) => Ok(slot.take()),
+                None => Ok(None),
+            }
+        };
+        taken.map(drop)
+    })
+}
+
+pub(crate) unsafe extern "C" fn post_srq_recv(
+    ibsrq: *mut b::ib_srq,
+    wr: *const b::ib_recv_wr,
+    bad: *mut *const b::ib_recv_wr,
+) -> c_int {
+    // SAFETY: an SRQ from `create_srq`; `wr` is the core's valid list.
+    unsafe {
+        let dev = dev_of((*ibsrq).device);
+        let mut cur = wr;
+        let mut ret = 0;
+        {
+            let mut st = dev.state.lock();
+            match st.srqs.get_mut(srq_index(ibsrq)).and_then(|x| x.as_deref_mut()) {
+                None => ret = EINVAL.to_errno(),
+                Some(srq) => {
+                    while !cur.is_null() {
+                        let w = &*cur;
+                        let r = sges(w.sg_list, w.num_sge, srq.max_sge).and_then(|(sg_list, num_sge)| {
+                            let wqe = RecvWqe { wr_id: w.__bindgen_anon_1.wr_id, sg_list, num_sge };
+                            if srq.push(wqe) {
+                                Ok(())
+                            } else {
+                                Err(ENOMEM)
+                            }
+                        });
+                        if let Err(x) = r {
+                            ret = x.to_errno();
+                            break;
+                        }
+                        cur = w.next;
+                    }
+                }
+            }
+        }
         if ret != 0 && !bad.is_null() {
             *bad = cur;
         }

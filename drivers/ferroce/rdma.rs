@@ -376,6 +376,12 @@ fn device_ops() -> b::ib_device_ops {
     ops.reg_user_mr = Some(objects::reg_user_mr);
     ops.get_dma_mr = Some(objects::get_dma_mr);
     ops.dereg_mr = Some(objects::dereg_mr);
+    ops.create_srq = Some(objects::create_srq);
+    ops.modify_srq = Some(objects::modify_srq);
+    ops.query_srq = Some(objects::query_srq);
+    ops.destroy_srq = Some(objects::destroy_srq);
+    ops.post_srq_recv = Some(objects::post_srq_recv);
+    ops.size_ib_srq = objects::SIZE_SRQ;
     ops.size_ib_ucontext = core::mem::size_of::<FerroceUcontext>();
     ops.size_ib_pd = objects::SIZE_PD;
     ops.size_ib_ah = objects::SIZE_AH;
@@ -418,7 +424,8 @@ fn add_device(name: &CStr, ndev: &NetDev) -> Result {
         (*ibdev).uverbs_cmd_mask |= (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
             | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_RECV)
             | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POLL_CQ)
-            | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
+            | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ)
+            | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SRQ_RECV);
         b::ferroce_mark_name_assigned_by_user(ibdev);
         (*ibdev).node_type = b::RDMA_NODE_IB_CA as _;
         (*ibdev).phys_port_cnt = 1;
@@ -561,6 +568,9 @@ unsafe extern "C" fn query_device(
         out.max_pd = state::MAX_PD as c_int;
         out.max_ah = (state::MAX_AH - 1) as c_int;
         out.page_size_cap = state::PAGE_SIZE as u64;
+        out.max_srq = state::MAX_SRQ as c_int;
+        out.max_srq_wr = state::MAX_QP_WR as c_int;
+        out.max_srq_sge = crate::transport::verbs::MAX_SGE as c_int;
         let rd = crate::transport::qp::MAX_RD_ATOMIC as c_int;
         out.max_qp_rd_atom = rd;
         out.max_qp_init_rd_atom = rd;

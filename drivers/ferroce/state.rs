@@ -12,7 +12,7 @@
 use crate::ffi as b;
 use crate::transport::engine::{Qp, RecvSlot, SendSlot};
 use crate::transport::memory::{Key, MemError, Memory};
-use crate::transport::verbs::{access, Cqe};
+use crate::transport::verbs::{access, Cqe, RecvWqe};
 use crate::transport::wire::{Opcode, Psn, Transport};
 use kernel::prelude::*;
 
@@ -21,6 +21,10 @@ pub(crate) const MAX_QP: usize = 1024;
 pub(crate) const FIRST_QPN: usize = 16;
 pub(crate) const GSI_QPN: usize = 1;
 pub(crate) const MAX_CQ: usize = 1024;
+pub(crate) const MAX_SRQ: usize = 1024;
+/// Receive slots of an SRQ-attached QP in the engine: WQEs move in from the
+/// SRQ one at a time, when a message needs one.
+pub(crate) const SRQ_QP_SLOTS: u32 = 2;
 /// Memory regions per device; a key is `index << 8 | generation`.
 pub(crate) const MAX_MR: usize = 4096;
 pub(crate) const MAX_AH: usize = 4096;
@@ -91,6 +95,8 @@ pub(crate) struct QpEntry {
     pub(crate) tx_again: bool,
     /// Highest request PSN sent (RC), to count retransmissions.
     pub(crate) tx_max_psn: Option<Psn>,
+    /// The SRQ the QP takes its receive WQEs from.
+    pub(crate) srq: Option<usize>,
 }
 
 impl QpEntry {
@@ -271,6 +277,67 @@ impl CqEntry {
     }
 }
 
+/// A shared receive queue: a FIFO of receive WQEs that QPs attached to it
+/// take from when a message arrives.
+pub(crate) struct SrqEntry {
+    ring: KVec<RecvWqe>,
+    head: usize,
+    len: usize,
+    pub(crate) max_sge: u32,
+    /// Armed limit (0: not armed): below it, the limit event fires once.
+    pub(crate) limit: u32,
+    pub(crate) users: u32,
+    pub(crate) ibsrq: *mut b::ib_srq,
+}
+
+// SAFETY: as for CqEntry: the core's SRQ outlives the entry.
+unsafe impl Send for SrqEntry {}
+
+impl SrqEntry {
+    pub(crate) fn new(ibsrq: *mut b::ib_srq, max_wr: usize, max_sge: u32, limit: u32) -> Result<KBox<Self>> {
+        let mut ring = KVec::with_capacity(max_wr, GFP_KERNEL)?;
+        for _ in 0..max_wr {
+            ring.push(RecvWqe::default(), GFP_KERNEL)?;
+        }
+        Ok(KBox::new(Self { ring, head: 0, len: 0, max_sge, limit, users: 0, ibsrq }, GFP_KERNEL)?)
+    }
+
+    pub(crate) fn max_wr(&self) -> usize {
+        self.ring.len()
+    }
+
+    pub(crate) fn push(&mut self, w: RecvWqe) -> bool {
+        let cap = self.ring.len();
+        if self.len >= cap {
+            return false;
+        }
+        match self.ring.get_mut((self.head + self.len) % cap) {
+            Some(s) => {
+                *s = w;
+                self.len += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The oldest WQE, and whether taking it crossed the armed limit (the
+    /// limit disarms itself then).
+    pub(crate) fn pop(&mut self) -> Option<(RecvWqe, bool)> {
+        if self.len == 0 {
+            return None;
+        }
+        let w = *self.ring.get(self.head)?;
+        self.head = (self.head + 1) % self.ring.len();
+        self.len -= 1;
+        let fire = self.limit != 0 && (self.len as u32) < self.limit;
+        if fire {
+            self.limit = 0;
+        }
+        Some((w, fire))
+    }
+}
+
 pub(crate) enum MrKind {
     /// Kernel virtual addresses (get_dma_mr): only kernel QPs, in the
     /// kernel's PD, can name it.
@@ -303,6 +370,8 @@ pub(crate) struct DevState {
     next_mr: usize,
     pub(crate) ahs: KVec<Option<Av>>,
     next_ah: usize,
+    pub(crate) srqs: KVec<Option<KBox<SrqEntry>>>,
+    next_srq: usize,
 }
 
 fn table<T>(n: usize) -> Result<KVec<Option<T>>> {
@@ -346,6 +415,8 @@ impl DevState {
             next_mr: 0,
             ahs: table(MAX_AH)?,
             next_ah: 0,
+            srqs: table(MAX_SRQ)?,
+            next_srq: 0,
         })
     }
 
@@ -363,6 +434,10 @@ impl DevState {
 
     pub(crate) fn alloc_cq(&mut self) -> Option<usize> {
         alloc_slot(&self.cqs, &mut self.next_cq, 0)
+    }
+
+    pub(crate) fn alloc_srq(&mut self) -> Option<usize> {
+        alloc_slot(&self.srqs, &mut self.next_srq, 0)
     }
 
     pub(crate) fn alloc_ah(&mut self) -> Option<usize> {

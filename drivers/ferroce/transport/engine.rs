@@ -117,12 +117,12 @@ impl NetHeader<'_> {
             NetHeader::Grh(b) => g = **b,
             NetHeader::Ipv4(h) => {
                 if let (Some(dst), Some(src)) = (g.get_mut(20..), h.get(..20)) {
-                    dst.copy_from_slice(src);
+                    super::sg::copy_exact(dst, src);
                 }
             }
             NetHeader::Ipv6(h) => {
                 if let Some(src) = h.get(..GRH_LEN) {
-                    g.copy_from_slice(src);
+                    super::sg::copy_exact(&mut g, src);
                 }
             }
         }

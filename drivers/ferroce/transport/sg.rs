@@ -95,3 +95,16 @@ pub fn check<M: Memory>(mem: &mut M, pd: u32, sges: &[Sge], write: bool) -> Resu
     }
     Ok(())
 }
+
+/// Copies `src` into `dst` when both have the same length (and reports
+/// whether they had). Unlike `copy_from_slice`, it has no panic path: the
+/// engine also runs in the kernel.
+pub(super) fn copy_exact(dst: &mut [u8], src: &[u8]) -> bool {
+    if dst.len() != src.len() {
+        return false;
+    }
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s;
+    }
+    true
+}

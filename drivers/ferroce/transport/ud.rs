@@ -71,7 +71,9 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let end = hlen.checked_add(plen)?;
         let payload = buf.get_mut(hlen..end)?;
         if wqe.is_inline() {
-            payload.copy_from_slice(wqe.inline_data().get(..plen)?);
+            if !super::sg::copy_exact(payload, wqe.inline_data().get(..plen)?) {
+                return None;
+            }
         } else if let Err(e) = sg::gather(mem, self.pd, wqe.sges(), 0, payload) {
             // Table 20-3: a locally detected memory protection error
             // (e.g. an invalid L_Key in the gather list) is class B.

@@ -263,7 +263,9 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let payload = buf.get_mut(hlen..pend).ok_or(fail)?;
         if wqe.is_inline() {
             let src = wqe.inline_data().get(off as usize..end as usize).ok_or(WcStatus::LocLenErr)?;
-            payload.copy_from_slice(src);
+            if !super::super::sg::copy_exact(payload, src) {
+                return Err(fail);
+            }
         } else {
             sg::gather(mem, self.pd, wqe.sges(), u64::from(off), payload).map_err(|e| match e {
                 SgError::Length => WcStatus::LocLenErr,

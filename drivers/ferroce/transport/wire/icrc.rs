@@ -177,7 +177,11 @@ impl Icrc {
         }
         let mut hdr = [0u8; IPV4_MAX_LEN];
         let hdr = hdr.get_mut(..ihl).ok_or(Error::BadIp)?;
-        hdr.copy_from_slice(ip.get(..ihl).ok_or(Error::Truncated)?);
+        let src = ip.get(..ihl).ok_or(Error::Truncated)?;
+        // (zip, not copy_from_slice: no length-mismatch panic path in the kernel)
+        for (d, s) in hdr.iter_mut().zip(src) {
+            *d = *s;
+        }
         field::write_u8(hdr, 1, 0xFF); // TOS (DSCP, ECN)
         field::write_u8(hdr, 8, 0xFF); // TTL
         field::write_be16(hdr, 10, 0xFFFF); // header checksum
@@ -367,7 +371,10 @@ pub fn fill(packet: &mut [u8]) -> Result<()> {
     let icrc = split(packet)?.compute_icrc()?;
     let at = end.checked_sub(ICRC_LEN).ok_or(Error::Truncated)?;
     let dst = packet.get_mut(at..end).ok_or(Error::Truncated)?;
-    dst.copy_from_slice(&icrc.to_le_bytes());
+    // (zip, not copy_from_slice: no length-mismatch panic path in the kernel)
+    for (d, s) in dst.iter_mut().zip(icrc.to_le_bytes()) {
+        *d = s;
+    }
     Ok(())
 }
 

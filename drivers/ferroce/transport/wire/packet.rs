@@ -290,7 +290,10 @@ pub fn emit(headers: &Headers, payload: &[u8], buf: &mut [u8]) -> Result<usize> 
     let (data, pad) = rest
         .split_at_mut_checked(payload.len())
         .ok_or(Error::Truncated)?;
-    data.copy_from_slice(payload);
+    // (zip, not copy_from_slice: no length-mismatch panic path in the kernel)
+    for (d, s) in data.iter_mut().zip(payload) {
+        *d = *s;
+    }
     pad.fill(0);
     Ok(total)
 }
