@@ -45,6 +45,10 @@ check "ib_send_bw -e (events)" pingpong "" "" 10.0.2.15 ib_send_bw -d fr0 -x "$G
 expect "  ...every iteration counted" '^ *4096 +500 ' "$(cat /tmp/cli.log)"
 check "ib_send_lat -e (events)" pingpong "" "" 10.0.2.15 ib_send_lat -d fr0 -x "$G" -e -s 2 -n 200
 expect "  ...every iteration counted" '^ *2 +200 ' "$(cat /tmp/cli.log)"
+# Shared receive queue: 16 RC QPs take their receives from one SRQ
+check "ibv_srq_pingpong (16 QPs on one SRQ, 200 x 4 KiB)" \
+	pingpong "" "" 10.0.2.15 ibv_srq_pingpong -d fr0 -g "$G" -n 200 -s 4096
+expect "  ...200 iterations" '^200 iters in' "$(cat /tmp/cli.log)"
 # Inline sends on RC (ibv_rc_pingpong uses them when the message fits)
 check "ibv_rc_pingpong -c with 32-byte messages (inline)" \
 	pingpong "" "" 10.0.2.15 ibv_rc_pingpong -d fr0 -g "$G" -c -n 200 -s 32
