@@ -74,7 +74,7 @@ for round in $(seq "$ROUNDS"); do
 				echo "RESULT $name $drv $round $v" >>"$OUT/raw.txt"
 			else
 				log "round $round $name $drv: FAILED"
-				tail -5 /tmp/cli.log /tmp/srv.log
+				tail -n 5 /tmp/cli.log /tmp/srv.log
 				echo "RESULT $name $drv $round failed" >>"$OUT/raw.txt"
 			fi
 		done

@@ -319,3 +319,9 @@ void ferroce_srq_limit_event(struct ib_srq *srq)
 	if (srq->event_handler)
 		srq->event_handler(&ev, srq->srq_context);
 }
+
+void ferroce_skbq_init(struct sk_buff_head *q) { skb_queue_head_init(q); }
+void ferroce_skbq_tail(struct sk_buff_head *q, struct sk_buff *skb) { skb_queue_tail(q, skb); }
+struct sk_buff *ferroce_skbq_dequeue(struct sk_buff_head *q) { return skb_dequeue(q); }
+bool ferroce_skbq_empty(const struct sk_buff_head *q) { return skb_queue_empty_lockless(q); }
+void ferroce_skbq_purge(struct sk_buff_head *q) { skb_queue_purge(q); }

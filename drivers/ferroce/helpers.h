@@ -122,3 +122,10 @@ bool ferroce_qp_is_user(const struct ib_qp *qp);
 
 /* --- SRQ limit event (through the SRQ's event handler) --- */
 void ferroce_srq_limit_event(struct ib_srq *srq);
+
+/* --- the local delivery queue (struct sk_buff_head stays opaque) --- */
+void ferroce_skbq_init(struct sk_buff_head *q);
+void ferroce_skbq_tail(struct sk_buff_head *q, struct sk_buff *skb);
+struct sk_buff *ferroce_skbq_dequeue(struct sk_buff_head *q);
+bool ferroce_skbq_empty(const struct sk_buff_head *q);
+void ferroce_skbq_purge(struct sk_buff_head *q);

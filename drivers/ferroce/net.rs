@@ -331,31 +331,20 @@ fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, buf: &mut [u8], len: usize, a
         unsafe { b::ferroce_kfree_skb(skb) };
         return;
     }
-    // Local fast path: to this very device (same address), the packet is
-    // handed to the receive path directly instead of travelling through the
-    // IP stack and the loopback device. One level only: what the receive
-    // path sends in turn (RC responses) takes the stack, so a busy pair of
-    // QPs cannot recurse.
-    if local && dev.local_depth.fetch_add(1, Ordering::Acquire) == 0 {
-        receive(dev, pkt, true);
-        dev.local_depth.fetch_sub(1, Ordering::Release);
-        dev.count(Counter::TxLocal);
-        // SAFETY: our skb, never handed to the stack.
-        unsafe { b::ferroce_consume_skb(skb) };
-        return;
-    }
+    // Local fast path: to this very device (same address), the packet goes
+    // straight to its receive path, through the device's local queue, never
+    // through the IP stack (and without an ICRC: nothing on the way can
+    // corrupt it).
     if local {
-        dev.local_depth.fetch_sub(1, Ordering::Release);
-        // Through the stack after all (nested): it needs the ICRC.
-        if icrc::fill(pkt).is_err() {
-            dev.count(Counter::TxMalformed);
-            // SAFETY: unsent skb of ours.
-            unsafe { b::ferroce_kfree_skb(skb) };
-            return;
+        // SAFETY: our skb; its data now starts at the IP header and ends
+        // with the packet (`start + total <= TX_ALLOC`).
+        unsafe {
+            b::ferroce_skb_pull(skb, start as u32);
+            b::ferroce_skb_trim(skb, total as u32);
         }
-        if av.ipv6 {
-            set_udp6_checksum(pkt, av);
-        }
+        dev.count(Counter::TxLocal);
+        deliver_local(dev, skb);
+        return;
     }
     // SAFETY: `start + total <= TX_ALLOC`, the skb's length; the stack
     // takes ownership of the skb in the send call.
@@ -545,6 +534,71 @@ pub(crate) unsafe extern "C" fn qp_work(w: *mut b::work_struct) {
     // is cancelled before the QP is freed).
     let (dev, qpn) = unsafe { crate::objects::qp_of_work(w) };
     kick(dev, qpn, KICK_BUDGET_TASK);
+}
+
+/// Local packets one pass of `deliver_local` hands to the receive path
+/// before it leaves the rest to the device's work item.
+const LOCAL_BUDGET: usize = 256;
+
+/// Queues a local packet and, unless a delivery pass is already running on
+/// this device (maybe this very call stack: receive -> answer -> send),
+/// delivers the queue. Iteration instead of recursion: a busy pair of QPs
+/// cannot grow the stack, and one queue keeps every QP's packets in order.
+pub(crate) fn deliver_local(dev: &FerroceDevice, skb: *mut b::sk_buff) {
+    // SAFETY: the queue is initialised with the device and the skb is ours
+    // to hand over.
+    unsafe { b::ferroce_skbq_tail(dev.local_queue(), skb) };
+    run_local(dev, LOCAL_BUDGET);
+}
+
+/// Drains the local queue if no other pass runs; at most `budget`
+/// packets, then the device's work item continues.
+pub(crate) fn run_local(dev: &FerroceDevice, budget: usize) {
+    loop {
+        if dev
+            .local_depth
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return; // the running pass will see our packet
+        }
+        let mut n = 0usize;
+        loop {
+            if n >= budget {
+                dev.local_depth.store(0, Ordering::Release);
+                // SAFETY: the device's work item, set up with the device and
+                // cancelled in dealloc_driver.
+                unsafe { b::ferroce_work_queue(dev.local_work()) };
+                return;
+            }
+            // SAFETY: as above; a dequeued skb is ours.
+            let skb = unsafe { b::ferroce_skbq_dequeue(dev.local_queue()) };
+            if skb.is_null() {
+                break;
+            }
+            n = n.saturating_add(1);
+            // SAFETY: a linear skb from `send`, data = the IP packet.
+            unsafe {
+                let data = core::slice::from_raw_parts(b::ferroce_skb_data(skb), b::ferroce_skb_len(skb) as usize);
+                receive(dev, data, true);
+                b::ferroce_consume_skb(skb);
+            }
+        }
+        dev.local_depth.store(0, Ordering::Release);
+        // A packet queued after our last look but before the release would
+        // otherwise wait for the next local send.
+        // SAFETY: as above.
+        if unsafe { b::ferroce_skbq_empty(dev.local_queue()) } {
+            return;
+        }
+    }
+}
+
+/// The device's work item: continues the local queue.
+pub(crate) unsafe extern "C" fn local_work(w: *mut b::work_struct) {
+    // SAFETY: the work item is the `local_work` of a live FerroceDevice.
+    let dev = unsafe { FerroceDevice::from_local_work(w) };
+    run_local(dev, LOCAL_BUDGET);
 }
 
 /// One received IP packet (IP header to the end of the skb). `local`: it

@@ -293,8 +293,12 @@ pub(crate) struct FerroceDevice {
     pub(crate) pd_count: AtomicU32,
     pub(crate) next_pd: AtomicU32,
     ip_id: AtomicU16,
-    /// Nesting of the local fast path (see `net::send`).
+    /// 1 while a pass delivers the local queue (see `net::deliver_local`).
     pub(crate) local_depth: AtomicU32,
+    /// Packets from the device to itself, waiting for delivery.
+    local_queue: b::sk_buff_head,
+    /// Continues a long local delivery in process context.
+    local_work: b::work_struct,
 }
 
 const _: () = assert!(core::mem::offset_of!(FerroceDevice, ib) == 0);
@@ -325,6 +329,21 @@ impl FerroceDevice {
         if let Some(x) = self.counters.get(c as usize) {
             x.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    pub(crate) fn local_queue(&self) -> *mut b::sk_buff_head {
+        core::ptr::addr_of!(self.local_queue).cast_mut()
+    }
+
+    pub(crate) fn local_work(&self) -> *mut b::work_struct {
+        core::ptr::addr_of!(self.local_work).cast_mut()
+    }
+
+    /// # Safety
+    /// `w` must be the `local_work` of a live FerroceDevice.
+    pub(crate) unsafe fn from_local_work<'a>(w: *mut b::work_struct) -> &'a Self {
+        // SAFETY: guaranteed by the caller (container_of).
+        unsafe { &*w.byte_sub(core::mem::offset_of!(Self, local_work)).cast::<Self>() }
     }
 
     pub(crate) fn next_ip_id(&self) -> u16 {
@@ -420,6 +439,8 @@ fn add_device(name: &CStr, ndev: &NetDev) -> Result {
     let ret = unsafe {
         let fdev = ibdev.cast::<FerroceDevice>();
         BhLock::init(core::ptr::addr_of_mut!((*fdev).state), tables);
+        b::ferroce_skbq_init(core::ptr::addr_of_mut!((*fdev).local_queue));
+        b::ferroce_work_init(core::ptr::addr_of_mut!((*fdev).local_work), Some(net::local_work));
         (*fdev).ndev = ndev.0;
         (*ibdev).uverbs_cmd_mask |= (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
             | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_RECV)
@@ -505,7 +526,13 @@ unsafe extern "C" fn netdev_event(
 unsafe extern "C" fn dealloc_driver(ibdev: *mut b::ib_device) {
     // SAFETY: the core calls this once, after unregistration, when no verbs
     // call or packet can reach the device; it frees the memory afterwards.
-    unsafe { BhLock::drop_in_place(core::ptr::addr_of_mut!((*ibdev.cast::<FerroceDevice>()).state)) };
+    // The local work item may still be queued: wait for it first.
+    unsafe {
+        let fdev = ibdev.cast::<FerroceDevice>();
+        b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).local_work));
+        b::ferroce_skbq_purge(core::ptr::addr_of_mut!((*fdev).local_queue));
+        BhLock::drop_in_place(core::ptr::addr_of_mut!((*fdev).state));
+    }
 }
 
 unsafe extern "C" fn alloc_hw_port_stats(_ibdev: *mut b::ib_device, _port: u32) -> *mut b::rdma_hw_stats {
