@@ -523,9 +523,12 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let psn = rx.h.psn;
         match rx.info.operation {
             Operation::Send | Operation::RdmaWrite => {
-                // Re-ACK everything received so far (C9-105); coalesced.
-                let last = self.resp.epsn.prev();
-                self.push_ack(last);
+                // Re-ACK (C9-105), coalesced, with the duplicate's own PSN:
+                // ePSN - 1 may be the last PSN of a READ or the PSN of an
+                // atomic, which only their responses may carry (rdma_rxe's
+                // completer takes a plain ACK at that PSN as the READ's or
+                // atomic's completion, without its data).
+                self.push_ack(psn);
                 RxOutcome::Accepted
             }
             Operation::RdmaReadRequest => {

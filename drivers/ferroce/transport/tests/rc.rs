@@ -357,6 +357,36 @@ fn rc_duplicate_atomic_replays_cached_result_without_reexecuting() {
 }
 
 #[test]
+fn rc_duplicate_write_after_atomic_is_acked_at_its_own_psn() {
+    // Found against rdma_rxe (tests/guest/interop.sh): a duplicate WRITE
+    // re-ACKed with ePSN - 1 named the PSN of a later atomic, and rxe's
+    // completer took that plain ACK as the atomic's completion, without
+    // its result. Only an ATOMIC ACKNOWLEDGE may carry the atomic's PSN.
+    let mut r = setup();
+    let mut w = send_wr(1, WrOpcode::RdmaWrite, &[(0x1_8000, 16, r.src)]);
+    w.remote_addr = 0x3_0000;
+    w.rkey = r.tgt;
+    r.a.post_send(&w).unwrap();
+    let mut fa = send_wr(2, WrOpcode::AtomicFetchAndAdd, &[(0x1_9000, 8, r.src)]);
+    fa.remote_addr = 0x3_1000;
+    fa.rkey = r.tgt;
+    fa.compare_add = 1;
+    r.a.post_send(&fa).unwrap();
+    let req = drain_tx(&mut r.a, 0, &mut r.ma);
+    assert_eq!(req.len(), 2);
+    for pkt in &req {
+        deliver(&mut r.b, 0, &mut r.mb, pkt);
+    }
+    drain_tx(&mut r.b, 0, &mut r.mb);
+    // The WRITE again (the requester went back N).
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &req[0]), RxOutcome::Accepted);
+    let out = drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(out.len(), 1);
+    assert!(matches!(aeth(&out[0]).0, AethSyndrome::Ack { .. }));
+    assert_eq!(p(&out[0]).h.psn.value(), PSN_A, "the WRITE's PSN, not the atomic's");
+}
+
+#[test]
 fn rc_msn_counts_completed_messages() {
     let mut r = setup();
     post_recvs(&mut r, 3);
