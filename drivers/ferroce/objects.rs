@@ -456,12 +456,12 @@ pub(crate) unsafe extern "C" fn create_qp(
             {
                 return Err(EINVAL);
             }
-            let mut sq = KVec::with_capacity(cap.max_send_wr as usize, GFP_KERNEL)?;
+            let mut sq = KVVec::with_capacity(cap.max_send_wr as usize, GFP_KERNEL)?;
             for _ in 0..cap.max_send_wr {
                 sq.push(SendSlot::default(), GFP_KERNEL)?;
             }
             let rq_slots = if srq.is_some() { SRQ_QP_SLOTS } else { cap.max_recv_wr };
-            let mut rq = KVec::with_capacity(rq_slots as usize, GFP_KERNEL)?;
+            let mut rq = KVVec::with_capacity(rq_slots as usize, GFP_KERNEL)?;
             for _ in 0..rq_slots {
                 rq.push(RecvSlot::default(), GFP_KERNEL)?;
             }
@@ -764,9 +764,9 @@ pub(crate) unsafe extern "C" fn reg_user_mr(
                 return Err(Error::from_errno(e as i32));
             }
             let release = |umem| b::ferroce_ib_umem_release(umem);
-            let mut pages = KVec::new();
+            let mut pages = KVVec::new();
             if let Err(e) = (|| -> Result {
-                pages = KVec::with_capacity(npages, GFP_KERNEL)?;
+                pages = KVVec::with_capacity(npages, GFP_KERNEL)?;
                 for _ in 0..npages {
                     pages.push(null_mut(), GFP_KERNEL)?;
                 }

@@ -29,12 +29,12 @@ pub(crate) const SRQ_QP_SLOTS: u32 = 2;
 pub(crate) const MAX_MR: usize = 4096;
 pub(crate) const MAX_AH: usize = 4096;
 pub(crate) const MAX_PD: u32 = 4096;
-pub(crate) const MAX_QP_WR: u32 = 4096;
+pub(crate) const MAX_QP_WR: u32 = 16384;
 pub(crate) const MAX_CQE: u32 = 65536;
 pub(crate) const PAGE_SIZE: usize = 4096;
 
 /// Owned slots of a work queue, as the engine's ring storage.
-pub(crate) struct Slots<T>(pub(crate) KVec<T>);
+pub(crate) struct Slots<T>(pub(crate) KVVec<T>);
 
 impl<T> AsRef<[T]> for Slots<T> {
     fn as_ref(&self) -> &[T] {
@@ -166,7 +166,7 @@ pub(crate) struct CqSlot {
 }
 
 pub(crate) struct CqEntry {
-    ring: KVec<CqSlot>,
+    ring: KVVec<CqSlot>,
     head: usize,
     len: usize,
     pub(crate) ibcq: *mut b::ib_cq,
@@ -195,8 +195,8 @@ impl CqEntry {
         )?)
     }
 
-    pub(crate) fn alloc_ring(entries: usize) -> Result<KVec<CqSlot>> {
-        let mut ring = KVec::with_capacity(entries, GFP_KERNEL)?;
+    pub(crate) fn alloc_ring(entries: usize) -> Result<KVVec<CqSlot>> {
+        let mut ring = KVVec::with_capacity(entries, GFP_KERNEL)?;
         let empty = CqSlot {
             cqe: Cqe::default(),
             ibqp: core::ptr::null_mut(),
@@ -243,7 +243,7 @@ impl CqEntry {
 
     /// Moves the waiting completions into `ring` (resize); fails when they
     /// do not fit.
-    pub(crate) fn replace_ring(&mut self, mut ring: KVec<CqSlot>) -> core::result::Result<KVec<CqSlot>, KVec<CqSlot>> {
+    pub(crate) fn replace_ring(&mut self, mut ring: KVVec<CqSlot>) -> core::result::Result<KVVec<CqSlot>, KVVec<CqSlot>> {
         if self.len > ring.len() {
             return Err(ring);
         }
@@ -280,7 +280,7 @@ impl CqEntry {
 /// A shared receive queue: a FIFO of receive WQEs that QPs attached to it
 /// take from when a message arrives.
 pub(crate) struct SrqEntry {
-    ring: KVec<RecvWqe>,
+    ring: KVVec<RecvWqe>,
     head: usize,
     len: usize,
     pub(crate) max_sge: u32,
@@ -295,7 +295,7 @@ unsafe impl Send for SrqEntry {}
 
 impl SrqEntry {
     pub(crate) fn new(ibsrq: *mut b::ib_srq, max_wr: usize, max_sge: u32, limit: u32) -> Result<KBox<Self>> {
-        let mut ring = KVec::with_capacity(max_wr, GFP_KERNEL)?;
+        let mut ring = KVVec::with_capacity(max_wr, GFP_KERNEL)?;
         for _ in 0..max_wr {
             ring.push(RecvWqe::default(), GFP_KERNEL)?;
         }
@@ -343,7 +343,7 @@ pub(crate) enum MrKind {
     /// kernel's PD, can name it.
     Dma,
     /// Pinned user pages; `offset` is the region's start within the first.
-    User { pages: KVec<*mut b::page>, offset: usize },
+    User { pages: KVVec<*mut b::page>, offset: usize },
 }
 
 pub(crate) struct MrEntry {
@@ -361,21 +361,21 @@ unsafe impl Send for MrEntry {}
 
 /// The device's tables.
 pub(crate) struct DevState {
-    pub(crate) qps: KVec<Option<KBox<QpEntry>>>,
+    pub(crate) qps: KVVec<Option<KBox<QpEntry>>>,
     next_qp: usize,
-    pub(crate) cqs: KVec<Option<KBox<CqEntry>>>,
+    pub(crate) cqs: KVVec<Option<KBox<CqEntry>>>,
     next_cq: usize,
-    pub(crate) mrs: KVec<Option<MrEntry>>,
-    mr_gen: KVec<u8>,
+    pub(crate) mrs: KVVec<Option<MrEntry>>,
+    mr_gen: KVVec<u8>,
     next_mr: usize,
-    pub(crate) ahs: KVec<Option<Av>>,
+    pub(crate) ahs: KVVec<Option<Av>>,
     next_ah: usize,
-    pub(crate) srqs: KVec<Option<KBox<SrqEntry>>>,
+    pub(crate) srqs: KVVec<Option<KBox<SrqEntry>>>,
     next_srq: usize,
 }
 
-fn table<T>(n: usize) -> Result<KVec<Option<T>>> {
-    let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+fn table<T>(n: usize) -> Result<KVVec<Option<T>>> {
+    let mut v = KVVec::with_capacity(n, GFP_KERNEL)?;
     for _ in 0..n {
         v.push(None, GFP_KERNEL)?;
     }
@@ -401,7 +401,7 @@ fn alloc_slot<T>(t: &[Option<T>], next: &mut usize, first: usize) -> Option<usiz
 
 impl DevState {
     pub(crate) fn new() -> Result<Self> {
-        let mut mr_gen = KVec::with_capacity(MAX_MR, GFP_KERNEL)?;
+        let mut mr_gen = KVVec::with_capacity(MAX_MR, GFP_KERNEL)?;
         for _ in 0..MAX_MR {
             mr_gen.push(0u8, GFP_KERNEL)?;
         }
