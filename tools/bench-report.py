@@ -6,6 +6,7 @@ Each measurement is reported as the median of its rounds, with min and max;
 ratio is ferroce / rxe (higher is better for bandwidth and message rate,
 lower for latency)."""
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -27,6 +28,8 @@ for line in raw.read_text().splitlines():
             v = float(val)
         except ValueError:
             v = None
+        if v is not None and not math.isfinite(v):
+            v = None  # perftest prints "inf" when its clock calibration failed
         runs.setdefault(name, {}).setdefault({"fr": "ferroce"}.get(drv, drv), []).append(v)
 
 rows = []
