@@ -13,7 +13,7 @@ use crate::ffi as b;
 use crate::net::{self, Notify};
 use crate::rdma::{errno, FerroceDevice};
 use crate::state::{
-    Av, CqEntry, MrEntry, MrKind, QpEntry, Slots, SrqEntry, GSI_QPN, MAX_CQE, MAX_PD, MAX_QP_WR, PAGE_SIZE,
+    take_unused, Av, CqEntry, MrEntry, MrKind, QpEntry, Slots, SrqEntry, GSI_QPN, MAX_CQE, MAX_PD, MAX_QP_WR, PAGE_SIZE,
     SRQ_QP_SLOTS,
 };
 use crate::transport::engine::{Qp, QpConfig, RecvSlot, SendSlot};
@@ -305,14 +305,7 @@ pub(crate) unsafe extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::
     // SAFETY: a CQ from `create_cq`; the entry is dropped after the lock.
     errno(unsafe {
         let dev = dev_of((*ibcq).device);
-        let taken = {
-            let mut st = dev.state.lock();
-            match st.cqs.get_mut(cq_index(ibcq)) {
-                Some(slot) if slot.as_ref().is_some_and(|c| c.users > 0) => Err(EBUSY),
-                Some(slot) => Ok(slot.take()),
-                None => Ok(None),
-            }
-        };
+        let taken = take_unused(dev.state.lock().cqs.get_mut(cq_index(ibcq)), |c| c.users);
         taken.map(drop)
     })
 }
@@ -1162,14 +1155,7 @@ pub(crate) unsafe extern "C" fn destroy_srq(ibsrq: *mut b::ib_srq, _udata: *mut 
     // SAFETY: an SRQ from `create_srq`; the entry is dropped after the lock.
     errno(unsafe {
         let dev = dev_of((*ibsrq).device);
-        let taken = {
-            let mut st = dev.state.lock();
-            match st.srqs.get_mut(srq_index(ibsrq)) {
-                Some(slot) if slot.as_ref().is_some_and(|x| x.users > 0) => Err(EBUSY),
-                Some(slot) => Ok(slot.take()),
-                None => Ok(None),
-            }
-        };
+        let taken = take_unused(dev.state.lock().srqs.get_mut(srq_index(ibsrq)), |x| x.users);
         taken.map(drop)
     })
 }

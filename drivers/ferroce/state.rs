@@ -382,6 +382,16 @@ fn table<T>(n: usize) -> Result<KVVec<Option<T>>> {
     Ok(v)
 }
 
+/// Takes an object out of its table slot unless something still uses it
+/// (`EBUSY`): the destroy verbs of CQs and SRQs, which QPs reference.
+pub(crate) fn take_unused<T>(slot: Option<&mut Option<KBox<T>>>, users: impl Fn(&T) -> u32) -> Result<Option<KBox<T>>> {
+    match slot {
+        Some(s) if s.as_deref().is_some_and(|x| users(x) > 0) => Err(EBUSY),
+        Some(s) => Ok(s.take()),
+        None => Ok(None),
+    }
+}
+
 /// Finds a free slot at or after `next` (cyclically, so that a freed
 /// number is not reused soon), skipping indices below `first`.
 fn alloc_slot<T>(t: &[Option<T>], next: &mut usize, first: usize) -> Option<usize> {

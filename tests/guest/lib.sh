@@ -87,6 +87,24 @@ _pingpong_once() {
 	[ $c = 0 ] && [ $s = 0 ]
 }
 
+# veth_namespaces: namespaces a and b joined by a veth pair, va (10.66.0.1/24)
+# in a and vb (10.66.0.2/24) in b, up, with their loopback devices
+veth_namespaces() {
+	ip netns add a
+	ip netns add b
+	ip link add va type veth peer name vb
+	ip link set va netns a
+	ip link set vb netns b
+	ip -n a addr add 10.66.0.1/24 dev va
+	ip -n b addr add 10.66.0.2/24 dev vb
+	local ns
+	for ns in a b; do
+		ip -n $ns link set lo up
+	done
+	ip -n a link set va up
+	ip -n b link set vb up
+}
+
 finish() {
 	echo "guest test $(basename "$0"): $((_count - _fails)) of $_count checks passed"
 	[ "$_fails" = 0 ]

@@ -38,17 +38,7 @@ echo "$stats"
 expect "drops counted (Q_Key mismatch, length)" 'rx_drop_transport [1-9]' "$stats"
 
 # Two devices on a veth pair whose ends live in two namespaces.
-ip netns add a
-ip netns add b
-ip link add va type veth peer name vb
-ip link set va netns a
-ip link set vb netns b
-ip -n a addr add 10.66.0.1/24 dev va
-ip -n b addr add 10.66.0.2/24 dev vb
-ip -n a link set va up
-ip -n b link set vb up
-ip -n a link set lo up
-ip -n b link set lo up
+veth_namespaces
 check "device in namespace a" ip netns exec a rdma link add fra type ferroce netdev va
 check "device in namespace b" ip netns exec b rdma link add frb type ferroce netdev vb
 sleep 1
