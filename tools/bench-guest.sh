@@ -6,7 +6,7 @@
 # run in that namespace on the same device, as loopback.
 # Writes build/bench/raw.txt: "RESULT <test> <driver> <round> <value>" lines.
 . "$(dirname "$0")/../tests/guest/lib.sh"
-ROUNDS=${FERROCE_BENCH_ROUNDS:-3}
+ROUNDS=${1:-3}
 OUT=/ferroce/build/bench
 mkdir -p "$OUT"
 : >"$OUT/raw.txt"
