@@ -2,7 +2,8 @@
 /*
  * ferroce-abi.h: the one contract between the ferroce kernel module and its
  * rdma-core provider (libferroce). Both sides generate their Rust from this
- * file with bindgen; nothing here may depend on anything but linux/types.h.
+ * file with bindgen and assert the sizes below at build time; nothing here
+ * may depend on anything but linux/types.h.
  *
  * Bump FERROCE_UVERBS_ABI_VERSION on any incompatible change: the module
  * reports it as the uverbs device's abi_version and the provider refuses a
@@ -13,7 +14,7 @@
 
 #include <linux/types.h>
 
-#define FERROCE_UVERBS_ABI_VERSION 1
+#define FERROCE_UVERBS_ABI_VERSION 2
 
 /*
  * ferroce's private rdma_driver_id. Unused by any in-tree driver: a shared
@@ -27,6 +28,164 @@
 /* Response to alloc_ucontext (udata). */
 struct ferroce_alloc_ucontext_resp {
 	__u32 abi_version;	/* FERROCE_UVERBS_ABI_VERSION of the module */
+	__u32 reserved;
+};
+
+/*
+ * Rings
+ * =====
+ *
+ * A user-space CQ, SQ, RQ and SRQ is a ring in kernel memory that the
+ * process maps (mmap on the uverbs file, at the offset the create response
+ * gives, map_len bytes). A ring is a header of FERROCE_RING_HDR_SIZE bytes
+ * followed by `entries` slots of the queue's slot size; `entries` is a
+ * power of two. Producer and consumer indices are free-running __u32
+ * counters; slot i lives at index (i & (entries - 1)).
+ *
+ *   ring    producer  consumer  cons means                slot
+ *   SQ      process   kernel    slots released (retired)  ferroce_sq_wqe
+ *   RQ      process   kernel    slots released (retired)  ferroce_rq_wqe
+ *   SRQ     process   kernel    slots taken               ferroce_rq_wqe
+ *   CQ      kernel    process   slots read                ferroce_cqe
+ *
+ * Memory order: the producer writes a slot, then stores prod with release
+ * semantics; the consumer loads prod with acquire semantics before it reads
+ * the slots below it, and stores cons with release semantics after it is
+ * done with them. A ring is full when prod - cons == entries.
+ *
+ * The kernel copies each WQE out of its slot once and validates the copy;
+ * it never reads a slot twice. A prod that claims more than `entries`
+ * outstanding slots, or a WQE the kernel refuses, moves the QP to ERR: the
+ * refused request completes with IBV_WC_LOC_QP_OP_ERR, everything else on
+ * the QP with IBV_WC_WR_FLUSH_ERR. A process that scribbles over its own
+ * rings can only break its own QPs and CQs.
+ *
+ * Doorbells: the kernel looks at an SQ whenever it works on the QP (sending,
+ * receiving an ACK, a timer). When it stops with nothing outstanding it sets
+ * FERROCE_RING_NEED_DB in `kflags` and then looks at prod once more. After
+ * publishing a WQE the provider issues a full memory barrier and reads
+ * kflags and qp_state: if FERROCE_RING_NEED_DB is set, or the QP is in ERR
+ * (so that the kernel flushes the new request), it rings the doorbell: a
+ * post_send system call with an empty work-request list. The RQ's doorbell
+ * (an empty post_recv) is needed only in ERR: the kernel takes receive WQEs
+ * when a message needs one. SRQ posts need no doorbell.
+ *
+ * A CQ whose ring was full has completions waiting in the kernel; the
+ * kernel sets FERROCE_RING_CQ_WAITING in its kflags. A provider that finds
+ * the flag set after emptying the ring polls once through the kernel (a
+ * poll_cq system call for one entry, which moves the waiting completions
+ * into the ring and returns none itself).
+ */
+
+#define FERROCE_RING_HDR_SIZE 256
+#define FERROCE_SQ_WQE_SIZE 192
+#define FERROCE_RQ_WQE_SIZE 128
+#define FERROCE_CQE_SIZE 64
+
+#define FERROCE_RING_MAX_SGE 6
+#define FERROCE_RING_MAX_INLINE 64
+
+/* kflags */
+#define FERROCE_RING_NEED_DB (1U << 0)		/* SQ: ring the doorbell */
+#define FERROCE_RING_CQ_WAITING (1U << 1)	/* CQ: completions wait in the kernel */
+
+struct ferroce_ring_hdr {
+	__u32 prod;		/* written by the producer only */
+	__u32 rsvd0[15];
+	__u32 cons;		/* written by the consumer only */
+	__u32 rsvd1[15];
+	__u32 kflags;		/* written by the kernel: FERROCE_RING_* */
+	__u32 qp_state;		/* SQ and RQ: the QP's state (IBV_QPS_*), by the kernel */
+	__u32 rsvd2[14];
+	__u32 rsvd3[16];
+};
+
+struct ferroce_sge {
+	__u64 addr;
+	__u32 length;
+	__u32 lkey;
+};
+
+/* One send work request: the fields of struct ibv_send_wr. */
+struct ferroce_sq_wqe {
+	__u64 wr_id;
+	__u32 opcode;		/* IBV_WR_* */
+	__u32 send_flags;	/* IBV_SEND_* */
+	__u32 num_sge;		/* 0 with IBV_SEND_INLINE */
+	__u32 inline_len;	/* with IBV_SEND_INLINE */
+	__u32 imm_data;		/* _WITH_IMM: network order; SEND_WITH_INV: the rkey */
+	__u32 rkey;		/* RDMA and atomic */
+	__u64 remote_addr;	/* RDMA and atomic */
+	__u64 compare_add;	/* atomic */
+	__u64 swap;		/* atomic compare and swap */
+	__u32 ah;		/* UD: ferroce_create_ah_resp.ah_handle */
+	__u32 remote_qpn;	/* UD */
+	__u32 remote_qkey;	/* UD */
+	__u32 rsvd[3];
+	union {
+		struct ferroce_sge sge[FERROCE_RING_MAX_SGE];
+		__u8 inline_data[FERROCE_RING_MAX_INLINE];
+	};
+	__u32 rsvd2[4];
+};
+
+/* One receive work request (RQ and SRQ). */
+struct ferroce_rq_wqe {
+	__u64 wr_id;
+	__u32 num_sge;
+	__u32 rsvd;
+	struct ferroce_sge sge[FERROCE_RING_MAX_SGE];
+	__u32 rsvd2[4];
+};
+
+/* One completion: the fields of struct ibv_wc, in its encodings. */
+struct ferroce_cqe {
+	__u64 wr_id;
+	__u32 status;		/* IBV_WC_* status */
+	__u32 opcode;		/* IBV_WC_* opcode */
+	__u32 vendor_err;
+	__u32 byte_len;
+	__u32 imm_data;		/* network order; IBV_WC_WITH_INV: the rkey */
+	__u32 qp_num;
+	__u32 src_qp;
+	__u32 wc_flags;		/* IBV_WC_GRH, IBV_WC_WITH_IMM, IBV_WC_WITH_INV */
+	__u16 pkey_index;
+	__u16 slid;
+	__u8 sl;
+	__u8 dlid_path_bits;
+	__u16 rsvd;
+	__u32 rsvd2[4];
+};
+
+/* Where a ring is: mmap `map_len` bytes at `offset` on the uverbs file. */
+struct ferroce_ring_map {
+	__aligned_u64 offset;
+	__u32 map_len;
+	__u32 entries;		/* slots (power of two); 0: no ring */
+};
+
+struct ferroce_create_cq_resp {
+	struct ferroce_ring_map cq;
+};
+
+/* resize_cq: the new ring (the waiting completions moved into it). */
+struct ferroce_resize_cq_resp {
+	struct ferroce_ring_map cq;
+};
+
+struct ferroce_create_qp_resp {
+	struct ferroce_ring_map sq;
+	struct ferroce_ring_map rq;	/* entries 0 on an SRQ-attached QP */
+	__u32 ud_max_msg;	/* UD: longest message (the path MTU); longer is EINVAL */
+	__u32 reserved;
+};
+
+struct ferroce_create_srq_resp {
+	struct ferroce_ring_map srq;
+};
+
+struct ferroce_create_ah_resp {
+	__u32 ah_handle;	/* names the AH in ferroce_sq_wqe.ah */
 	__u32 reserved;
 };
 
