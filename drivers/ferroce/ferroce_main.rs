@@ -10,6 +10,8 @@
 //!   queries, link add/delete;
 //! - [`objects`]: verbs objects and the datapath verbs (the core's callbacks);
 //! - [`net`]: per-namespace UDP tunnel sockets, encapsulation, receive;
+//! - [`rings`]: the SQ/RQ rings a process shares with the kernel (copied
+//!   once, validated, doorbell flag);
 //! - [`state`]: the device's tables and the engine's view of memory;
 //! - [`sync`]: the bottom-half spinlock;
 //! - [`device`]: what a ferroce device is and answers, in safe Rust;
@@ -26,6 +28,7 @@ mod ffi;
 mod net;
 mod objects;
 mod rdma;
+mod rings;
 mod state;
 mod sync;
 #[allow(dead_code, unused_imports, unreachable_pub, missing_docs, clippy::all)]

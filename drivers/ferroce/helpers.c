@@ -325,3 +325,94 @@ void ferroce_skbq_tail(struct sk_buff_head *q, struct sk_buff *skb) { skb_queue_
 struct sk_buff *ferroce_skbq_dequeue(struct sk_buff_head *q) { return skb_dequeue(q); }
 bool ferroce_skbq_empty(const struct sk_buff_head *q) { return skb_queue_empty_lockless(q); }
 void ferroce_skbq_purge(struct sk_buff_head *q) { skb_queue_purge(q); }
+
+/*
+ * Rings shared with a process (ferroce-abi.h): vmalloc_user memory reached
+ * by the process through an rdma_user_mmap_entry of its ucontext. The
+ * memory belongs to the entry and is freed in ferroce_mmap_free, when the
+ * last reference (the driver's, or an mmap call in progress) is gone; the
+ * pages themselves stay alive while a process still maps them (the mapping
+ * holds page references).
+ */
+#include <linux/vmalloc.h>
+#include <rdma/uverbs_ioctl.h>
+
+struct ferroce_mmap_entry {
+	struct rdma_user_mmap_entry rdma;
+	void *addr;
+};
+
+struct ib_ucontext *ferroce_udata_ucontext(struct ib_udata *udata)
+{
+	if (!udata)
+		return NULL;
+	return rdma_udata_to_uverbs_attr_bundle(udata)->context;
+}
+
+void *ferroce_ring_create(struct ib_ucontext *uctx, size_t len, u64 *offset,
+			  struct rdma_user_mmap_entry **out)
+{
+	struct ferroce_mmap_entry *e;
+
+	if (!uctx || !len)
+		return NULL;
+	e = kzalloc(sizeof(*e), GFP_KERNEL);
+	if (!e)
+		return NULL;
+	e->addr = vmalloc_user(PAGE_ALIGN(len));
+	if (!e->addr) {
+		kfree(e);
+		return NULL;
+	}
+	if (rdma_user_mmap_entry_insert(uctx, &e->rdma, PAGE_ALIGN(len))) {
+		vfree(e->addr);
+		kfree(e);
+		return NULL;
+	}
+	*offset = rdma_user_mmap_get_offset(&e->rdma);
+	*out = &e->rdma;
+	return e->addr;
+}
+
+void ferroce_ring_destroy(struct rdma_user_mmap_entry *entry)
+{
+	rdma_user_mmap_entry_remove(entry);
+}
+
+int ferroce_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma)
+{
+	struct rdma_user_mmap_entry *r;
+	struct ferroce_mmap_entry *e;
+	int ret;
+
+	r = rdma_user_mmap_entry_get(uctx, vma);
+	if (!r)
+		return -EINVAL;
+	e = container_of(r, struct ferroce_mmap_entry, rdma);
+	if (vma->vm_end - vma->vm_start > r->npages * PAGE_SIZE)
+		ret = -EINVAL;
+	else
+		ret = remap_vmalloc_range(vma, e->addr, 0);
+	rdma_user_mmap_entry_put(r);
+	return ret;
+}
+
+void ferroce_mmap_free(struct rdma_user_mmap_entry *r)
+{
+	struct ferroce_mmap_entry *e = container_of(r, struct ferroce_mmap_entry, rdma);
+
+	vfree(e->addr);
+	kfree(e);
+}
+
+/* Shared ring indices: the process may change them at any moment. */
+u32 ferroce_load_acquire_u32(const u32 *p) { return smp_load_acquire(p); }
+void ferroce_store_release_u32(u32 *p, u32 v) { smp_store_release(p, v); }
+void ferroce_write_once_u32(u32 *p, u32 v) { WRITE_ONCE(*p, v); }
+void ferroce_smp_mb(void) { smp_mb(); }
+/* One copy of a slot the process may be rewriting: the copy is ours. */
+void ferroce_ring_read(void *dst, const void *src, size_t len) { memcpy(dst, src, len); }
+struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs)
+{
+	return attrs ? &attrs->driver_udata : NULL;
+}

@@ -129,3 +129,20 @@ void ferroce_skbq_tail(struct sk_buff_head *q, struct sk_buff *skb);
 struct sk_buff *ferroce_skbq_dequeue(struct sk_buff_head *q);
 bool ferroce_skbq_empty(const struct sk_buff_head *q);
 void ferroce_skbq_purge(struct sk_buff_head *q);
+
+/* Rings shared with a process (ferroce-abi.h). */
+struct rdma_user_mmap_entry;
+struct vm_area_struct;
+struct ib_ucontext *ferroce_udata_ucontext(struct ib_udata *udata);
+void *ferroce_ring_create(struct ib_ucontext *uctx, size_t len, u64 *offset,
+			  struct rdma_user_mmap_entry **out);
+void ferroce_ring_destroy(struct rdma_user_mmap_entry *entry);
+int ferroce_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma);
+void ferroce_mmap_free(struct rdma_user_mmap_entry *entry);
+u32 ferroce_load_acquire_u32(const u32 *p);
+void ferroce_store_release_u32(u32 *p, u32 v);
+void ferroce_write_once_u32(u32 *p, u32 v);
+void ferroce_smp_mb(void);
+void ferroce_ring_read(void *dst, const void *src, size_t len);
+struct uverbs_attr_bundle;
+struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs);

@@ -158,10 +158,11 @@ impl Notify {
 /// Moves the finished completions of QP `qpn` into its CQs. A full CQ
 /// leaves the rest waiting in the QP (counted), to be moved by a later call.
 pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version: u8, notify: &mut Notify) {
-    let DevState { qps, cqs, .. } = st;
+    let DevState { qps, cqs, ahs, .. } = st;
     let Some(e) = qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else {
         return;
     };
+    crate::rings::sync(dev, e, ahs);
     for recv in [false, true] {
         let idx = if recv { e.recv_cq } else { e.send_cq };
         let Some(cq) = cqs.get_mut(idx).and_then(|c| c.as_deref_mut()) else {
@@ -172,6 +173,9 @@ pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version
                 let pending = if recv { e.qp.recv_queue_len() } else { e.qp.send_queue_len() };
                 if pending > 0 {
                     dev.count(Counter::CqFull);
+                    // A process polls its ring without us: tell it to come
+                    // back through the kernel for the rest.
+                    cq.set_waiting(true);
                 }
                 break;
             }
@@ -188,6 +192,7 @@ pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version
             }
         }
     }
+    crate::rings::release(e);
 }
 
 // ---------------------------------------------------------------------------
@@ -256,13 +261,14 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
             let out = match st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
                 None => None,
                 Some(e) => {
+                    crate::rings::pull_sq(dev, e, &st.ahs);
                     let mut mem = Mem { mrs: &mut st.mrs, dev };
                     let transport = buf.get_mut(TX_HEADROOM..TX_HEADROOM + TX_MAX_TRANSPORT);
                     match transport.and_then(|t| e.qp.poll_transmit(now, &mut mem, t)) {
                         None => None,
                         Some(t) => {
                             let av = match e.qp.qp_type() {
-                                QpType::Ud => st.ahs.get(t.ah as usize).copied().flatten(),
+                                QpType::Ud => st.ahs.get(t.ah as usize).copied().flatten().map(|a| a.av),
                                 QpType::Rc => e.path,
                             };
                             if e.note_request(buf.get(TX_HEADROOM..TX_HEADROOM.saturating_add(t.len))) {
@@ -279,8 +285,10 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
                 if let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
                     e.arm_timer();
                     // Decided under the same lock a late kick took to leave
-                    // its note: nothing is lost.
-                    more = core::mem::take(&mut e.tx_again);
+                    // its note: nothing is lost. A process's QP that goes
+                    // idle asks for a doorbell, then looks at its ring once
+                    // more.
+                    more = core::mem::take(&mut e.tx_again) | crate::rings::idle(e);
                     e.tx_busy = more;
                 }
             }
@@ -634,6 +642,7 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) {
         };
         // A QP on an SRQ takes a receive WQE from it when a message that
         // needs one begins and the QP has none.
+        crate::rings::pull_rq(dev, e);
         if let Some(si) = e.srq {
             let needs = transport
                 .first()
@@ -641,8 +650,16 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) {
                 .is_some_and(|i| i.is_request() && i.consumes_recv_wqe());
             if needs && e.qp.recv_queue_len() == 0 {
                 if let Some(srq) = st.srqs.get_mut(si).and_then(|x| x.as_deref_mut()) {
-                    if let Some((w, fire)) = srq.pop() {
-                        let _ = e.qp.post_recv(&w);
+                    if let Some((w, fire)) = srq.take() {
+                        match w {
+                            Ok(w) => {
+                                let _ = e.qp.post_recv(&w);
+                            }
+                            Err(wr_id) => {
+                                dev.count(Counter::RingBadWqe);
+                                let _ = e.qp.fail_recv(wr_id, crate::transport::verbs::WcStatus::LocQpOpErr);
+                            }
+                        }
                         if fire {
                             srq_event = Some(srq.ibsrq);
                         }

@@ -12,8 +12,9 @@
 use crate::ffi as b;
 use crate::net::{self, Notify};
 use crate::rdma::{errno, FerroceDevice};
+use crate::rings::QpRings;
 use crate::state::{
-    take_unused, Av, CqEntry, MrEntry, MrKind, QpEntry, Slots, SrqEntry, GSI_QPN, MAX_CQE, MAX_PD, MAX_QP_WR, PAGE_SIZE,
+    take_unused, AhEntry, Av, CqEntry, UserRing, MrEntry, MrKind, QpEntry, Slots, SrqEntry, GSI_QPN, MAX_CQE, MAX_PD, MAX_QP_WR, PAGE_SIZE,
     SRQ_QP_SLOTS,
 };
 use crate::transport::engine::{Qp, QpConfig, RecvSlot, SendSlot};
@@ -133,6 +134,45 @@ unsafe fn no_udata(udata: *mut b::ib_udata) -> Result {
     Ok(())
 }
 
+/// A process's verbs call: refuses driver input (ferroce's commands carry
+/// none) and answers the user context that rings are made in; None for a
+/// kernel caller.
+///
+/// # Safety
+/// `udata` is null or the core's udata for the call.
+unsafe fn user_call(udata: *mut b::ib_udata) -> Result<Option<*mut b::ib_ucontext>> {
+    if udata.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        if b::ferroce_udata_inlen(udata) != 0 {
+            return Err(EINVAL);
+        }
+        let uctx = b::ferroce_udata_ucontext(udata);
+        if uctx.is_null() {
+            return Err(EINVAL);
+        }
+        Ok(Some(uctx))
+    }
+}
+
+/// Copies a driver response to the process (as much as it has room for:
+/// an older provider may ask for less).
+///
+/// # Safety
+/// `udata` is the core's udata of a process's call.
+unsafe fn respond<T>(udata: *mut b::ib_udata, resp: &T) -> Result {
+    // SAFETY: guaranteed by the caller; `resp` is a plain C structure.
+    unsafe {
+        let len = b::ferroce_udata_outlen(udata).min(core::mem::size_of::<T>());
+        if len > 0 && b::ferroce_copy_to_udata(udata, (resp as *const T).cast(), len) != 0 {
+            return Err(EFAULT);
+        }
+    }
+    Ok(())
+}
+
 // --- PD ------------------------------------------------------------------------
 
 pub(crate) unsafe extern "C" fn alloc_pd(ibpd: *mut b::ib_pd, udata: *mut b::ib_udata) -> c_int {
@@ -231,20 +271,34 @@ pub(crate) unsafe fn av_from_attr(attr: &b::rdma_ah_attr) -> Result<Av> {
 pub(crate) unsafe extern "C" fn create_ah(
     ibah: *mut b::ib_ah,
     init: *mut b::rdma_ah_init_attr,
-    _udata: *mut b::ib_udata,
+    udata: *mut b::ib_udata,
 ) -> c_int {
-    // SAFETY: the core passes a zeroed AH of our size (device set) and a
-    // valid init attribute whose ah_attr is valid for the call. Nothing here
-    // sleeps: kernel callers may create AHs in atomic context.
+    // SAFETY: the core passes a zeroed AH of our size (device and pd set)
+    // and a valid init attribute whose ah_attr is valid for the call.
+    // Nothing here sleeps for a kernel caller (it may be in atomic
+    // context); a process's call answers the AH's handle.
     errno(unsafe {
         let dev = dev_of((*ibah).device);
+        let pd = pd_handle((*ibah).pd);
         av_from_attr(&*(*init).ah_attr).and_then(|av| {
-            let mut st = dev.state.lock();
-            let idx = st.alloc_ah().ok_or(ENOMEM)?;
-            if let Some(slot) = st.ahs.get_mut(idx) {
-                *slot = Some(av);
-            }
+            let idx = {
+                let mut st = dev.state.lock();
+                let idx = st.alloc_ah().ok_or(ENOMEM)?;
+                if let Some(slot) = st.ahs.get_mut(idx) {
+                    *slot = Some(AhEntry { av, pd });
+                }
+                idx
+            };
             (*ibah.cast::<FerroceAh>()).index = idx as u32;
+            if !udata.is_null() {
+                let resp = b::ferroce_create_ah_resp { ah_handle: idx as u32, reserved: 0 };
+                if let Err(e) = respond(udata, &resp) {
+                    if let Some(slot) = dev.state.lock().ahs.get_mut(idx) {
+                        *slot = None;
+                    }
+                    return Err(e);
+                }
+            }
             Ok(())
         })
     })
@@ -267,10 +321,10 @@ pub(crate) unsafe extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> 
 pub(crate) unsafe extern "C" fn create_cq(
     ibcq: *mut b::ib_cq,
     attr: *const b::ib_cq_init_attr,
-    _attrs: *mut b::uverbs_attr_bundle,
+    attrs: *mut b::uverbs_attr_bundle,
 ) -> c_int {
-    // SAFETY: the core passes a zeroed CQ of our size (device set) and a
-    // valid attribute structure.
+    // SAFETY: the core passes a zeroed CQ of our size (device set), a valid
+    // attribute structure and, for a process, its attribute bundle.
     errno(unsafe {
         let a = &*attr;
         let dev = dev_of((*ibcq).device);
@@ -281,14 +335,24 @@ pub(crate) unsafe extern "C" fn create_cq(
             if a.comp_vector != 0 || a.cqe == 0 || a.cqe > MAX_CQE {
                 return Err(EINVAL);
             }
-            let entry = CqEntry::new(ibcq, a.cqe as usize)?;
+            let udata = b::ferroce_attrs_udata(attrs);
+            let (entry, cqe) = match user_call(udata)? {
+                None => (CqEntry::new(ibcq, a.cqe as usize)?, a.cqe),
+                Some(uctx) => {
+                    let ring = UserRing::new(uctx, a.cqe, b::FERROCE_CQE_SIZE as usize)?;
+                    let resp = b::ferroce_create_cq_resp { cq: ring.map() };
+                    respond(udata, &resp)?;
+                    let n = ring.entries();
+                    (CqEntry::new_user(ibcq, ring)?, n)
+                }
+            };
             let mut st = dev.state.lock();
             let idx = st.alloc_cq().ok_or(ENOMEM)?;
             if let Some(slot) = st.cqs.get_mut(idx) {
                 *slot = Some(entry);
             }
             (*ibcq.cast::<FerroceCq>()).index = idx as u32;
-            (*ibcq).cqe = a.cqe as c_int;
+            (*ibcq).cqe = cqe as c_int;
             Ok(())
         })()
     })
@@ -314,11 +378,29 @@ pub(crate) unsafe extern "C" fn resize_cq(ibcq: *mut b::ib_cq, cqe: u32, udata: 
     // SAFETY: a CQ from `create_cq`; the old ring is freed after the lock.
     errno(unsafe {
         (|| {
-            no_udata(udata)?;
             if cqe == 0 || cqe > MAX_CQE {
                 return Err(EINVAL);
             }
             let dev = dev_of((*ibcq).device);
+            if let Some(uctx) = user_call(udata)? {
+                // A process's CQ: a new ring, the unread completions moved
+                // into it, the old one unmapped by the provider.
+                let ring = UserRing::new(uctx, cqe, b::FERROCE_CQE_SIZE as usize)?;
+                let n = ring.entries();
+                respond(udata, &b::ferroce_resize_cq_resp { cq: ring.map() })?;
+                // Whichever ring is left over is dropped (unmapped, which
+                // may sleep) after the lock.
+                let left = {
+                    let mut st = dev.state.lock();
+                    match st.cqs.get_mut(cq_index(ibcq)).and_then(|c| c.as_deref_mut()) {
+                        None => Err(ring),
+                        Some(cq) => cq.replace_user_ring(ring),
+                    }
+                };
+                let _old = left.map_err(|_unused| EINVAL)?;
+                (*ibcq).cqe = n as c_int;
+                return Ok(());
+            }
             let ring = CqEntry::alloc_ring(cqe as usize)?;
             let old = {
                 let mut st = dev.state.lock();
@@ -336,10 +418,19 @@ pub(crate) unsafe extern "C" fn poll_cq(ibcq: *mut b::ib_cq, num: c_int, wc: *mu
     // SAFETY: a CQ from `create_cq`; `wc` has room for `num` entries.
     unsafe {
         let dev = dev_of((*ibcq).device);
+        let idx = cq_index(ibcq);
         let mut st = dev.state.lock();
-        let Some(cq) = st.cqs.get_mut(cq_index(ibcq)).and_then(|c| c.as_deref_mut()) else {
+        let Some(cq) = st.cqs.get_mut(idx).and_then(|c| c.as_deref_mut()) else {
             return 0;
         };
+        if cq.user.is_some() {
+            // A process polls its ring; this call is its request to move
+            // the completions that waited for room (none returned here).
+            cq.set_waiting(false);
+            drop(st);
+            poll_doorbell(dev, idx);
+            return 0;
+        }
         let mut n = 0;
         while n < num {
             let Some(s) = cq.pop() else { break };
@@ -383,6 +474,31 @@ pub(crate) unsafe extern "C" fn poll_cq(ibcq: *mut b::ib_cq, num: c_int, wc: *mu
     }
 }
 
+/// Moves the waiting completions of the QPs using CQ `idx` into it (after
+/// the process made room in its ring), and lets their send sides go on.
+fn poll_doorbell(dev: &FerroceDevice, idx: usize) {
+    let mut notify = Notify::new();
+    let mut kicks = KVVec::new();
+    {
+        let mut st = dev.state.lock();
+        for qpn in 0..st.qps.len() {
+            let uses = st
+                .qps
+                .get(qpn)
+                .and_then(|e| e.as_deref())
+                .is_some_and(|e| e.send_cq == idx || e.recv_cq == idx);
+            if uses {
+                net::drain(dev, &mut st, qpn as u32, 0, &mut notify);
+                let _ = kicks.push(qpn as u32, GFP_ATOMIC);
+            }
+        }
+    }
+    notify.run();
+    for qpn in kicks.iter() {
+        net::kick(dev, *qpn, net::KICK_BUDGET_TASK);
+    }
+}
+
 pub(crate) unsafe extern "C" fn req_notify_cq(ibcq: *mut b::ib_cq, flags: b::ib_cq_notify_flags) -> c_int {
     // SAFETY: a CQ from `create_cq`.
     unsafe {
@@ -420,7 +536,7 @@ pub(crate) unsafe extern "C" fn create_qp(
     // CQs set, and a valid init attribute it reads back our caps from.
     errno(unsafe {
         (|| {
-            no_udata(udata)?;
+            let uctx = user_call(udata)?;
             let ia = &mut *init;
             let dev = dev_of((*ibqp).device);
             let (gsi, ty) = match ia.qp_type {
@@ -449,6 +565,35 @@ pub(crate) unsafe extern "C" fn create_qp(
             {
                 return Err(EINVAL);
             }
+            let pd = pd_handle((*ibqp).pd);
+            let mtu = port_mtu(dev);
+            // A process's QP gets its rings (power-of-two sizes: the
+            // granted caps are what the rings hold) and learns where they
+            // are before the QP exists.
+            let rings = match uctx {
+                None => None,
+                Some(uctx) => {
+                    let sq = UserRing::new(uctx, cap.max_send_wr, b::FERROCE_SQ_WQE_SIZE as usize)?;
+                    let rq = match srq {
+                        Some(_) => None,
+                        None => Some(UserRing::new(uctx, cap.max_recv_wr, b::FERROCE_RQ_WQE_SIZE as usize)?),
+                    };
+                    let empty = b::ferroce_ring_map { offset: 0, map_len: 0, entries: 0 };
+                    let ud_max_msg = if ty == QpType::Ud { mtu_bytes(mtu) } else { 0 };
+                    let resp = b::ferroce_create_qp_resp {
+                        sq: sq.map(),
+                        rq: rq.as_ref().map_or(empty, |r| r.map()),
+                        ud_max_msg,
+                        reserved: 0,
+                    };
+                    respond(udata, &resp)?;
+                    cap.max_send_wr = sq.entries();
+                    if let Some(r) = &rq {
+                        cap.max_recv_wr = r.entries();
+                    }
+                    Some(QpRings::new(sq, rq, ud_max_msg, pd))
+                }
+            };
             let mut sq = KVVec::with_capacity(cap.max_send_wr as usize, GFP_KERNEL)?;
             for _ in 0..cap.max_send_wr {
                 sq.push(SendSlot::default(), GFP_KERNEL)?;
@@ -458,9 +603,10 @@ pub(crate) unsafe extern "C" fn create_qp(
             for _ in 0..rq_slots {
                 rq.push(RecvSlot::default(), GFP_KERNEL)?;
             }
-            let pd = pd_handle((*ibqp).pd);
             let (scq, rcq) = (cq_index(ia.send_cq), cq_index(ia.recv_cq));
-            let mtu = port_mtu(dev);
+            // Allocated before the lock: a failure under it would drop the
+            // rings there, and unmapping them may sleep.
+            let boxed = KBox::<QpEntry>::new_uninit(GFP_KERNEL)?;
             let mut st = dev.state.lock();
             let qpn = st.alloc_qpn(gsi).ok_or(if gsi { EBUSY } else { ENOMEM })?;
             let mut qp = Qp::new(
@@ -480,7 +626,8 @@ pub(crate) unsafe extern "C" fn create_qp(
             b::ferroce_timer_setup(timer, Some(net::qp_timer));
             let work = core::ptr::addr_of_mut!((*ibqp.cast::<FerroceQp>()).work);
             b::ferroce_work_init(work, Some(net::qp_work));
-            let entry = KBox::new(
+            let entry = KBox::write(
+                boxed,
                 QpEntry {
                     qp,
                     ibqp,
@@ -499,9 +646,9 @@ pub(crate) unsafe extern "C" fn create_qp(
                     tx_again: false,
                     tx_max_psn: None,
                     srq,
+                    rings,
                 },
-                GFP_ATOMIC,
-            )?;
+            );
             for i in [scq, rcq] {
                 if let Some(Some(c)) = st.cqs.get_mut(i) {
                     c.users += 1;
@@ -988,6 +1135,17 @@ pub(crate) unsafe extern "C" fn post_send(
         let qpn = qpn_of(ibqp);
         let mut cur = wr;
         let mut ret = 0;
+        if b::ferroce_qp_is_user(ibqp) {
+            // A process's QP posts through its SQ ring; the system call is
+            // its doorbell, and carries no requests.
+            if !cur.is_null() {
+                if !bad.is_null() {
+                    *bad = cur;
+                }
+                return EINVAL.to_errno();
+            }
+            dev.count(crate::rdma::Counter::RingDoorbell);
+        }
         while !cur.is_null() {
             let inline = if (*cur).send_flags as u32 & send_flags::INLINE != 0 {
                 match gather_inline(ibqp, cur) {
@@ -1039,6 +1197,15 @@ pub(crate) unsafe extern "C" fn post_recv(
             match st.qp(qpn) {
                 None => ret = EINVAL.to_errno(),
                 Some(e) if e.srq.is_some() => ret = EINVAL.to_errno(),
+                // A process's QP posts through its RQ ring; the system call
+                // (its doorbell, needed in ERR) carries no requests.
+                Some(e) if e.rings.is_some() => {
+                    if cur.is_null() {
+                        crate::rings::pull_rq(dev, e);
+                    } else {
+                        ret = EINVAL.to_errno();
+                    }
+                }
                 Some(e) => {
                     while !cur.is_null() {
                         let w = &*cur;
@@ -1076,7 +1243,7 @@ pub(crate) unsafe extern "C" fn create_srq(
     // valid init attribute it reads the granted sizes back from.
     errno(unsafe {
         (|| {
-            no_udata(udata)?;
+            let uctx = user_call(udata)?;
             let ia = &mut *init;
             if ia.srq_type != b::ib_srq_type_IB_SRQT_BASIC {
                 return Err(eopnotsupp());
@@ -1086,7 +1253,15 @@ pub(crate) unsafe extern "C" fn create_srq(
                 return Err(EINVAL);
             }
             let dev = dev_of((*ibsrq).device);
-            let entry = SrqEntry::new(ibsrq, a.max_wr as usize, a.max_sge, a.srq_limit)?;
+            let entry = match uctx {
+                None => SrqEntry::new(ibsrq, a.max_wr as usize, a.max_sge, a.srq_limit)?,
+                Some(uctx) => {
+                    let ring = UserRing::new(uctx, a.max_wr, b::FERROCE_RQ_WQE_SIZE as usize)?;
+                    respond(udata, &b::ferroce_create_srq_resp { srq: ring.map() })?;
+                    a.max_wr = ring.entries();
+                    SrqEntry::new_user(ibsrq, ring, a.max_sge, a.srq_limit)?
+                }
+            };
             let mut st = dev.state.lock();
             let idx = st.alloc_srq().ok_or(ENOMEM)?;
             if let Some(slot) = st.srqs.get_mut(idx) {
@@ -1174,6 +1349,8 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
             let mut st = dev.state.lock();
             match st.srqs.get_mut(srq_index(ibsrq)).and_then(|x| x.as_deref_mut()) {
                 None => ret = EINVAL.to_errno(),
+                // A process's SRQ is posted to through its ring.
+                Some(srq) if srq.user.is_some() => ret = EINVAL.to_errno(),
                 Some(srq) => {
                     while !cur.is_null() {
                         let w = &*cur;

@@ -245,9 +245,15 @@ pub(crate) enum Counter {
     MemOutOfBounds,
     TxLocal,
     TxRetransmit,
+    /// A process's ring claimed more requests than it holds.
+    RingCorrupt,
+    /// A request in a process's ring was malformed (its QP went to ERR).
+    RingBadWqe,
+    /// Doorbells (empty post_send calls of a QP with rings).
+    RingDoorbell,
 }
 
-const NUM_COUNTERS: usize = 20;
+const NUM_COUNTERS: usize = 23;
 
 /// Counter names, in `Counter` order.
 static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered(UnsafeCell::new({
@@ -275,6 +281,9 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
         d(c"mem_err_out_of_bounds"),
         d(c"tx_local"),
         d(c"tx_retransmit"),
+        d(c"ring_err_corrupt_index"),
+        d(c"ring_err_bad_wqe"),
+        d(c"ring_doorbell"),
     ]
 }));
 
@@ -372,6 +381,10 @@ fn device_ops() -> b::ib_device_ops {
     ops.get_port_immutable = Some(get_port_immutable);
     ops.get_link_layer = Some(get_link_layer);
     ops.alloc_ucontext = Some(alloc_ucontext);
+    // Rings a process maps (ferroce-abi.h): the memory belongs to the mmap
+    // entry and is freed with its last reference.
+    ops.mmap = Some(b::ferroce_mmap);
+    ops.mmap_free = Some(b::ferroce_mmap_free);
     ops.dealloc_ucontext = Some(dealloc_ucontext);
     ops.dealloc_driver = Some(dealloc_driver);
     ops.alloc_hw_port_stats = Some(alloc_hw_port_stats);

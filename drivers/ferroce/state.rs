@@ -97,6 +97,8 @@ pub(crate) struct QpEntry {
     pub(crate) tx_max_psn: Option<Psn>,
     /// The SRQ the QP takes its receive WQEs from.
     pub(crate) srq: Option<usize>,
+    /// A process's QP: its SQ and RQ rings.
+    pub(crate) rings: Option<crate::rings::QpRings>,
 }
 
 impl QpEntry {
@@ -156,6 +158,13 @@ impl QpEntry {
 // (it is removed from the table in destroy_qp before the core frees it).
 unsafe impl Send for QpEntry {}
 
+/// An address handle: where it sends, and the PD it belongs to.
+#[derive(Clone, Copy)]
+pub(crate) struct AhEntry {
+    pub(crate) av: Av,
+    pub(crate) pd: u32,
+}
+
 /// One completion as it waits in a CQ.
 #[derive(Clone, Copy)]
 pub(crate) struct CqSlot {
@@ -174,6 +183,12 @@ pub(crate) struct CqEntry {
     pub(crate) armed: u32,
     /// QPs using this CQ.
     pub(crate) users: u32,
+    /// A process's CQ: the ring completions go to (`ring` is then empty),
+    /// and the kernel's producer index.
+    pub(crate) user: Option<UserRing>,
+    uprod: u32,
+    /// FERROCE_RING_CQ_WAITING as last written.
+    waiting: bool,
 }
 
 // SAFETY: as for QpEntry: the core's CQ outlives the entry.
@@ -190,9 +205,56 @@ impl CqEntry {
                 ibcq,
                 armed: 0,
                 users: 0,
+                user: None,
+                uprod: 0,
+                waiting: false,
             },
             GFP_KERNEL,
         )?)
+    }
+
+    /// A process's CQ, whose completions go to `ring`.
+    pub(crate) fn new_user(ibcq: *mut b::ib_cq, ring: UserRing) -> Result<KBox<Self>> {
+        let mut cq = Self::new(ibcq, 0)?;
+        cq.user = Some(ring);
+        Ok(cq)
+    }
+
+    /// Completions in the process's ring not yet read (the process's
+    /// consumer index, which it may have scribbled over, bounded).
+    fn user_len(&self, r: &UserRing) -> usize {
+        (self.uprod.wrapping_sub(r.cons()) as usize).min(r.entries() as usize)
+    }
+
+    /// Notes (in the ring) whether completions wait in the kernel for room.
+    pub(crate) fn set_waiting(&mut self, on: bool) {
+        if let Some(r) = &self.user {
+            if self.waiting != on {
+                self.waiting = on;
+                r.set_kflags(if on { b::FERROCE_RING_CQ_WAITING } else { 0 });
+            }
+        }
+    }
+
+    /// Moves a process's unread completions into `new` (resize_cq): fails
+    /// when they do not fit or the consumer index is impossible.
+    pub(crate) fn replace_user_ring(&mut self, new: UserRing) -> core::result::Result<UserRing, UserRing> {
+        let Some(old) = self.user.take() else { return Err(new) };
+        let cons = old.cons();
+        let n = self.uprod.wrapping_sub(cons);
+        if n > old.entries() || n > new.entries() {
+            self.user = Some(old);
+            return Err(new);
+        }
+        for i in 0..n {
+            let c: b::ferroce_cqe = old.read(cons.wrapping_add(i));
+            new.write(i, &c);
+        }
+        new.set_prod(n);
+        self.uprod = n;
+        self.waiting = false;
+        self.user = Some(new);
+        Ok(old)
     }
 
     pub(crate) fn alloc_ring(entries: usize) -> Result<KVVec<CqSlot>> {
@@ -209,14 +271,31 @@ impl CqEntry {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.len
+        match &self.user {
+            Some(r) => self.user_len(r),
+            None => self.len,
+        }
     }
 
     pub(crate) fn is_full(&self) -> bool {
-        self.len >= self.ring.len()
+        match &self.user {
+            // A consumer index ahead of the producer (scribbled) reads as
+            // full: the process's CQ stops, nothing is overwritten.
+            Some(r) => self.uprod.wrapping_sub(r.cons()) >= r.entries(),
+            None => self.len >= self.ring.len(),
+        }
     }
 
     pub(crate) fn push(&mut self, slot: CqSlot) -> bool {
+        if let Some(r) = &self.user {
+            if self.uprod.wrapping_sub(r.cons()) >= r.entries() {
+                return false;
+            }
+            r.write(self.uprod, &user_cqe(&slot.cqe));
+            self.uprod = self.uprod.wrapping_add(1);
+            r.set_prod(self.uprod);
+            return true;
+        }
         let cap = self.ring.len();
         if self.len >= cap {
             return false;
@@ -263,7 +342,8 @@ impl CqEntry {
     /// Removes the completions of a destroyed QP (their `ib_wc.qp` would
     /// dangle), keeping the order of the others.
     pub(crate) fn purge_qp(&mut self, ibqp: *mut b::ib_qp) {
-        let n = self.len;
+        // A process's completions name QPs by number, not by pointer.
+        let n = if self.user.is_some() { 0 } else { self.len };
         let mut kept = 0;
         for _ in 0..n {
             if let Some(s) = self.pop() {
@@ -277,6 +357,24 @@ impl CqEntry {
     }
 }
 
+/// A completion in the process's encoding (`ibv_wc`'s fields).
+fn user_cqe(c: &Cqe) -> b::ferroce_cqe {
+    use crate::transport::verbs::wc_flags;
+    // SAFETY: a plain C structure of integers.
+    let mut o: b::ferroce_cqe = unsafe { core::mem::zeroed() };
+    o.wr_id = c.wr_id;
+    o.status = c.status as u32;
+    o.opcode = c.opcode as u32;
+    o.vendor_err = c.vendor_err;
+    o.byte_len = c.byte_len;
+    o.imm_data = if c.wc_flags & wc_flags::WITH_IMM != 0 { c.imm_data.to_be() } else { c.imm_data };
+    o.qp_num = c.qp_num;
+    o.src_qp = c.src_qp;
+    o.wc_flags = c.wc_flags & (wc_flags::GRH | wc_flags::WITH_IMM | wc_flags::WITH_INV);
+    o.pkey_index = c.pkey_index;
+    o
+}
+
 /// A shared receive queue: a FIFO of receive WQEs that QPs attached to it
 /// take from when a message arrives.
 pub(crate) struct SrqEntry {
@@ -288,6 +386,9 @@ pub(crate) struct SrqEntry {
     pub(crate) limit: u32,
     pub(crate) users: u32,
     pub(crate) ibsrq: *mut b::ib_srq,
+    /// A process's SRQ: its ring (then `ring` is empty) and the WQEs taken.
+    pub(crate) user: Option<UserRing>,
+    taken: u32,
 }
 
 // SAFETY: as for CqEntry: the core's SRQ outlives the entry.
@@ -299,11 +400,53 @@ impl SrqEntry {
         for _ in 0..max_wr {
             ring.push(RecvWqe::default(), GFP_KERNEL)?;
         }
-        Ok(KBox::new(Self { ring, head: 0, len: 0, max_sge, limit, users: 0, ibsrq }, GFP_KERNEL)?)
+        Ok(KBox::new(Self { ring, head: 0, len: 0, max_sge, limit, users: 0, ibsrq, user: None, taken: 0 }, GFP_KERNEL)?)
+    }
+
+    /// A process's SRQ, whose WQEs come from `ring`.
+    pub(crate) fn new_user(ibsrq: *mut b::ib_srq, ring: UserRing, max_sge: u32, limit: u32) -> Result<KBox<Self>> {
+        let mut s = Self::new(ibsrq, 0, max_sge, limit)?;
+        s.user = Some(ring);
+        Ok(s)
     }
 
     pub(crate) fn max_wr(&self) -> usize {
-        self.ring.len()
+        match &self.user {
+            Some(r) => r.entries() as usize,
+            None => self.ring.len(),
+        }
+    }
+
+    /// The oldest WQE of a process's SRQ (`Err(wr_id)`: malformed), and
+    /// whether taking it crossed the armed limit. A producer index that
+    /// claims more than the ring holds reads as empty (counted by the
+    /// caller as an RNR).
+    fn pop_user(&mut self, r: &UserRing) -> Option<(core::result::Result<RecvWqe, u64>, bool)> {
+        let avail = r.prod().wrapping_sub(self.taken);
+        if avail == 0 || avail > r.entries() {
+            return None;
+        }
+        let slot: b::ferroce_rq_wqe = r.read(self.taken);
+        self.taken = self.taken.wrapping_add(1);
+        r.set_cons(self.taken);
+        let left = avail - 1;
+        let fire = self.limit != 0 && left < self.limit;
+        if fire {
+            self.limit = 0;
+        }
+        Some((crate::rings::srq_wqe(&slot, self.max_sge), fire))
+    }
+
+    /// The oldest WQE (`Err(wr_id)`: a malformed one from a process's
+    /// ring), and whether taking it crossed the armed limit (the limit
+    /// disarms itself then).
+    pub(crate) fn take(&mut self) -> Option<(core::result::Result<RecvWqe, u64>, bool)> {
+        if let Some(r) = self.user.take() {
+            let out = self.pop_user(&r);
+            self.user = Some(r);
+            return out;
+        }
+        self.pop().map(|(w, f)| (Ok(w), f))
     }
 
     pub(crate) fn push(&mut self, w: RecvWqe) -> bool {
@@ -321,9 +464,7 @@ impl SrqEntry {
         }
     }
 
-    /// The oldest WQE, and whether taking it crossed the armed limit (the
-    /// limit disarms itself then).
-    pub(crate) fn pop(&mut self) -> Option<(RecvWqe, bool)> {
+    fn pop(&mut self) -> Option<(RecvWqe, bool)> {
         if self.len == 0 {
             return None;
         }
@@ -368,7 +509,7 @@ pub(crate) struct DevState {
     pub(crate) mrs: KVVec<Option<MrEntry>>,
     mr_gen: KVVec<u8>,
     next_mr: usize,
-    pub(crate) ahs: KVVec<Option<Av>>,
+    pub(crate) ahs: KVVec<Option<AhEntry>>,
     next_ah: usize,
     pub(crate) srqs: KVVec<Option<KBox<SrqEntry>>>,
     next_srq: usize,
@@ -661,5 +802,141 @@ impl Mem<'_> {
                 Ok(on_page(page, (pos % PAGE_SIZE) as u32))
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Rings shared with a process (include/uapi/rdma/ferroce-abi.h)
+
+const _: () = assert!(core::mem::size_of::<b::ferroce_ring_hdr>() == b::FERROCE_RING_HDR_SIZE as usize);
+const _: () = assert!(core::mem::size_of::<b::ferroce_sq_wqe>() == b::FERROCE_SQ_WQE_SIZE as usize);
+const _: () = assert!(core::mem::size_of::<b::ferroce_rq_wqe>() == b::FERROCE_RQ_WQE_SIZE as usize);
+const _: () = assert!(core::mem::size_of::<b::ferroce_cqe>() == b::FERROCE_CQE_SIZE as usize);
+const _: () = assert!(core::mem::offset_of!(b::ferroce_ring_hdr, cons) == 64);
+const _: () = assert!(core::mem::offset_of!(b::ferroce_ring_hdr, kflags) == 128);
+const _: () = assert!(core::mem::offset_of!(b::ferroce_ring_hdr, qp_state) == 132);
+const _: () = assert!(b::FERROCE_RING_MAX_SGE as usize == MAX_SGE_RING && b::FERROCE_RING_MAX_INLINE as usize == MAX_INLINE_RING);
+const MAX_SGE_RING: usize = crate::transport::verbs::MAX_SGE;
+const MAX_INLINE_RING: usize = crate::transport::verbs::MAX_INLINE;
+
+/// A ring in memory a process maps: the header, then `entries` slots of
+/// `stride` bytes. The kernel reaches it through `base` while the ring
+/// exists (the mmap entry keeps the memory until the last mapping and the
+/// driver's reference are gone); everything in it may change under us at
+/// any moment, so every read is one copy and every index is checked.
+pub(crate) struct UserRing {
+    base: *mut u8,
+    entries: u32,
+    stride: usize,
+    entry: *mut b::rdma_user_mmap_entry,
+    offset: u64,
+    map_len: u32,
+}
+
+// SAFETY: the memory is reached only under the device lock (or by the
+// creating/destroying verbs call before/after the object is in a table).
+unsafe impl Send for UserRing {}
+
+impl UserRing {
+    /// A zeroed ring of at least `want` slots (a power of two, at least 1)
+    /// in `uctx`'s mmap space.
+    ///
+    /// # Safety
+    /// `uctx` is the live user context of the verbs call (process context).
+    pub(crate) unsafe fn new(uctx: *mut b::ib_ucontext, want: u32, stride: usize) -> Result<Self> {
+        let entries = want.max(1).checked_next_power_of_two().ok_or(EINVAL)?;
+        let len = (entries as usize)
+            .checked_mul(stride)
+            .and_then(|x| x.checked_add(b::FERROCE_RING_HDR_SIZE as usize))
+            .ok_or(EINVAL)?;
+        let map_len = u32::try_from(len.next_multiple_of(PAGE_SIZE)).map_err(|_| EINVAL)?;
+        let mut offset = 0u64;
+        let mut entry = core::ptr::null_mut();
+        // SAFETY: guaranteed by the caller; the outputs are ours.
+        let base = unsafe { b::ferroce_ring_create(uctx, len, &mut offset, &mut entry) };
+        if base.is_null() {
+            return Err(ENOMEM);
+        }
+        Ok(Self { base: base.cast(), entries, stride, entry, offset, map_len })
+    }
+
+    pub(crate) fn entries(&self) -> u32 {
+        self.entries
+    }
+
+    /// What the process needs to map it.
+    pub(crate) fn map(&self) -> b::ferroce_ring_map {
+        b::ferroce_ring_map { offset: self.offset, map_len: self.map_len, entries: self.entries }
+    }
+
+    fn hdr(&self) -> *mut b::ferroce_ring_hdr {
+        self.base.cast()
+    }
+
+    /// The producer index (acquire: slots below it are written).
+    pub(crate) fn prod(&self) -> u32 {
+        // SAFETY: the header is inside the live ring.
+        unsafe { b::ferroce_load_acquire_u32(core::ptr::addr_of!((*self.hdr()).prod)) }
+    }
+
+    /// The consumer index (acquire: slots below it are done with).
+    pub(crate) fn cons(&self) -> u32 {
+        // SAFETY: as in `prod`.
+        unsafe { b::ferroce_load_acquire_u32(core::ptr::addr_of!((*self.hdr()).cons)) }
+    }
+
+    pub(crate) fn set_prod(&self, v: u32) {
+        // SAFETY: as in `prod`.
+        unsafe { b::ferroce_store_release_u32(core::ptr::addr_of_mut!((*self.hdr()).prod), v) }
+    }
+
+    pub(crate) fn set_cons(&self, v: u32) {
+        // SAFETY: as in `prod`.
+        unsafe { b::ferroce_store_release_u32(core::ptr::addr_of_mut!((*self.hdr()).cons), v) }
+    }
+
+    pub(crate) fn set_kflags(&self, v: u32) {
+        // SAFETY: as in `prod`.
+        unsafe { b::ferroce_write_once_u32(core::ptr::addr_of_mut!((*self.hdr()).kflags), v) }
+    }
+
+    pub(crate) fn set_qp_state(&self, v: u32) {
+        // SAFETY: as in `prod`.
+        unsafe { b::ferroce_write_once_u32(core::ptr::addr_of_mut!((*self.hdr()).qp_state), v) }
+    }
+
+    fn slot(&self, index: u32) -> *mut u8 {
+        let i = (index & (self.entries - 1)) as usize;
+        // SAFETY: `i < entries`, so the slot lies inside the ring's
+        // allocation of header + entries * stride bytes.
+        unsafe { self.base.add(b::FERROCE_RING_HDR_SIZE as usize + i * self.stride) }
+    }
+
+    /// One copy of slot `index` (a plain C structure of integers, for
+    /// which any bytes are a value).
+    pub(crate) fn read<T: Copy>(&self, index: u32) -> T {
+        let mut out = core::mem::MaybeUninit::<T>::zeroed();
+        let n = core::mem::size_of::<T>().min(self.stride);
+        // SAFETY: `n` bytes from the slot into our own buffer; T is one of
+        // the ring's slot structures, valid for any bytes.
+        unsafe {
+            b::ferroce_ring_read(out.as_mut_ptr().cast(), self.slot(index).cast(), n);
+            out.assume_init()
+        }
+    }
+
+    /// Writes slot `index` (the CQ, where the kernel produces).
+    pub(crate) fn write<T: Copy>(&self, index: u32, v: &T) {
+        let n = core::mem::size_of::<T>().min(self.stride);
+        // SAFETY: `n` bytes into the slot, inside the ring.
+        unsafe { core::ptr::copy_nonoverlapping((v as *const T).cast::<u8>(), self.slot(index), n) }
+    }
+}
+
+impl Drop for UserRing {
+    fn drop(&mut self) {
+        // SAFETY: our entry, removed once; the memory goes when the last
+        // mapping does. Called without the device lock (may sleep).
+        unsafe { b::ferroce_ring_destroy(self.entry) }
     }
 }

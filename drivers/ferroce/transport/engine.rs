@@ -449,6 +449,39 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         Ok(())
     }
 
+    /// A send request the glue took from its consumer but refuses (a
+    /// malformed WQE in a process's ring, which no system call can return
+    /// an error for): the QP enters ERR, flushing what is queued, and the
+    /// request completes with `status` after them. `ENOMEM` when the queue
+    /// has no room for it.
+    pub fn fail_send(&mut self, wr_id: u64, status: WcStatus) -> Result<(), Error> {
+        if self.state != QpState::Err {
+            self.enter_error();
+        }
+        let slot = SendSlot {
+            wqe: SendWqe { wr_id, send_flags: send_flags::SIGNALED, ..SendWqe::default() },
+            status: Some(status),
+            ..SendSlot::default()
+        };
+        self.sq.push(slot).map_err(|_| Error::QueueFull)?;
+        let end = self.sq_end();
+        self.req.req_seq = end;
+        self.req.sent_seq = end;
+        self.comp.comp_seq = end;
+        Ok(())
+    }
+
+    /// The receive counterpart of [`Qp::fail_send`].
+    pub fn fail_recv(&mut self, wr_id: u64, status: WcStatus) -> Result<(), Error> {
+        if self.state != QpState::Err {
+            self.enter_error();
+        }
+        let cqe = Cqe { wr_id, status, opcode: WcOpcode::Recv, qp_num: self.qpn, ..Cqe::default() };
+        self.rq.push(RecvSlot { wqe: RecvWqe { wr_id, ..RecvWqe::default() }, cqe: Some(cqe) }).map_err(|_| Error::QueueFull)?;
+        self.rq_next = self.rq_end();
+        Ok(())
+    }
+
     /// Next send completion, in posting order. Successful unsignaled
     /// requests are retired silently.
     pub fn poll_send_cq(&mut self) -> Option<Cqe> {

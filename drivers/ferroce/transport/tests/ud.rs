@@ -322,3 +322,31 @@ fn ud_nothing_received_before_rtr() {
     assert_eq!(deliver(&mut q, 0, &mut m, &p), RxOutcome::Dropped);
     assert_eq!(q.post_send(&ud_send(1, 4, k, QKEY)), Err(Error::Invalid), "no sends before RTS");
 }
+
+/// A request the glue refuses after taking it from a process's ring (a
+/// malformed WQE) moves the QP to ERR: what was queued before it flushes,
+/// in order, then it completes with LOC_QP_OP_ERR; receives likewise.
+#[test]
+fn refused_ring_wqe_moves_qp_to_err_after_flushing_the_queue() {
+    let mut a = ud_qp(0x10, QKEY, Mtu::Mtu1024, 0);
+    let mut m = VecMemory::default();
+    let k = m.register(PD, 0x1000, 64, access::LOCAL_WRITE);
+    for i in 0..2 {
+        let mut w = send_wr(i, WrOpcode::Send, &[(0x1000, 8, k)]);
+        w.remote_qpn = 0x20;
+        w.send_flags |= send_flags::SIGNALED;
+        a.post_send(&w).unwrap();
+    }
+    a.post_recv(&recv_wr(7, &[(0x1000, 64, k)])).unwrap();
+    a.fail_send(99, WcStatus::LocQpOpErr).unwrap();
+    assert_eq!(a.state(), QpState::Err);
+    let got: Vec<_> = core::iter::from_fn(|| a.poll_send_cq()).map(|c| (c.wr_id, c.status)).collect();
+    assert_eq!(got, [(0, WcStatus::WrFlushErr), (1, WcStatus::WrFlushErr), (99, WcStatus::LocQpOpErr)]);
+    a.fail_recv(8, WcStatus::LocQpOpErr).unwrap();
+    let got: Vec<_> = core::iter::from_fn(|| a.poll_recv_cq()).map(|c| (c.wr_id, c.status, c.opcode)).collect();
+    assert_eq!(
+        got,
+        [(7, WcStatus::WrFlushErr, WcOpcode::Recv), (8, WcStatus::LocQpOpErr, WcOpcode::Recv)]
+    );
+    assert!(a.poll_send_cq().is_none());
+}

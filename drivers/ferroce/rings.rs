@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The kernel's side of the rings a process shares with ferroce
+//! (`include/uapi/rdma/ferroce-abi.h`): taking work requests out of a QP's
+//! SQ and RQ rings, publishing the QP's state and the released slots, and
+//! the doorbell flag. Everything runs under the device lock.
+//!
+//! The process may rewrite its rings at any moment. Each slot is copied
+//! once ([`UserRing::read`]) and only the copy is looked at; a producer
+//! index that claims more than the ring holds, or a request the copy shows
+//! to be malformed, moves the QP to ERR (the request completes with
+//! LOC_QP_OP_ERR, the rest flush): the damage stays with the process's own
+//! QP.
+
+use crate::ffi as b;
+use crate::rdma::{Counter, FerroceDevice};
+use crate::state::{AhEntry, QpEntry, UserRing};
+use crate::transport::qp::{QpState, QpType};
+use crate::transport::verbs::{send_flags, RecvWqe, SendWqe, Sge, WcStatus, WrOpcode, MAX_INLINE, MAX_SGE};
+
+/// A QP's rings and what the kernel has done with them.
+pub(crate) struct QpRings {
+    pub(crate) sq: UserRing,
+    /// None on a QP attached to an SRQ.
+    pub(crate) rq: Option<UserRing>,
+    /// Work requests taken from each ring so far (free-running).
+    sq_taken: u32,
+    rq_taken: u32,
+    /// What the kernel last wrote, to write only changes.
+    sq_cons: u32,
+    rq_cons: u32,
+    need_db: bool,
+    state: Option<QpState>,
+    /// UD: the longest message (the path MTU fixed at creation).
+    ud_max_msg: u32,
+    pd: u32,
+}
+
+impl QpRings {
+    /// A new QP's rings: the kernel is idle, so the first post rings the
+    /// doorbell.
+    pub(crate) fn new(sq: UserRing, rq: Option<UserRing>, ud_max_msg: u32, pd: u32) -> Self {
+        sq.set_kflags(b::FERROCE_RING_NEED_DB);
+        Self { sq, rq, sq_taken: 0, rq_taken: 0, sq_cons: 0, rq_cons: 0, need_db: true, state: None, ud_max_msg, pd }
+    }
+}
+
+/// The engine's copy of one SQ slot, or None when the copy is malformed.
+fn send_wqe(w: &b::ferroce_sq_wqe, e: &QpEntry, r: &QpRings, ahs: &[Option<AhEntry>]) -> Option<SendWqe> {
+    let opcode = WrOpcode::from_u32(w.opcode)?;
+    let flags = w.send_flags;
+    let known = send_flags::FENCE | send_flags::SIGNALED | send_flags::SOLICITED | send_flags::INLINE;
+    if flags & !known != 0 {
+        return None;
+    }
+    let mut wqe = SendWqe {
+        wr_id: w.wr_id,
+        opcode,
+        send_flags: flags,
+        remote_addr: w.remote_addr,
+        rkey: w.rkey,
+        compare_add: w.compare_add,
+        swap: w.swap,
+        ..SendWqe::default()
+    };
+    if flags & send_flags::INLINE != 0 {
+        let n = usize::try_from(w.inline_len).ok().filter(|&n| n <= MAX_INLINE)?;
+        // SAFETY: a union of plain bytes and integers; any bytes are a value.
+        let data = unsafe { &w.__bindgen_anon_1.inline_data };
+        wqe.inline.get_mut(..n)?.copy_from_slice(data.get(..n)?);
+        wqe.inline_len = n as u16;
+    } else {
+        let n = usize::try_from(w.num_sge).ok().filter(|&n| n <= MAX_SGE && n <= e.max_send_sge as usize)?;
+        // SAFETY: as above.
+        let sge = unsafe { &w.__bindgen_anon_1.sge };
+        for (o, s) in wqe.sg_list.iter_mut().zip(sge.iter()).take(n) {
+            *o = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
+        }
+        wqe.num_sge = n as u8;
+    }
+    wqe.imm_data = match opcode {
+        WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm => u32::from_be(w.imm_data),
+        WrOpcode::SendWithInv => w.imm_data,
+        _ => 0,
+    };
+    if e.qp.qp_type() == QpType::Ud {
+        if !matches!(opcode, WrOpcode::Send | WrOpcode::SendWithImm) {
+            return None;
+        }
+        // The AH must exist and belong to the QP's PD (IBTA 10.2.3); a
+        // handle of another process names another PD.
+        let ah = ahs.get(w.ah as usize)?.as_ref()?;
+        if ah.pd != r.pd {
+            return None;
+        }
+        wqe.ah = w.ah;
+        wqe.remote_qpn = w.remote_qpn & 0xff_ffff;
+        wqe.remote_qkey = w.remote_qkey;
+        if wqe.length()? > r.ud_max_msg {
+            return None;
+        }
+    }
+    Some(wqe)
+}
+
+fn recv_wqe(w: &b::ferroce_rq_wqe, max_sge: u32) -> Option<RecvWqe> {
+    let n = usize::try_from(w.num_sge).ok().filter(|&n| n <= MAX_SGE && n <= max_sge as usize)?;
+    let mut wqe = RecvWqe { wr_id: w.wr_id, ..RecvWqe::default() };
+    for (o, s) in wqe.sg_list.iter_mut().zip(w.sge.iter()).take(n) {
+        *o = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
+    }
+    wqe.num_sge = n as u8;
+    Some(wqe)
+}
+
+/// One SRQ slot as a receive WQE; `Err(wr_id)` when it is malformed.
+pub(crate) fn srq_wqe(w: &b::ferroce_rq_wqe, max_sge: u32) -> core::result::Result<RecvWqe, u64> {
+    recv_wqe(w, max_sge).ok_or(w.wr_id)
+}
+
+/// How many slots a ring's producer claims beyond `taken`, or None when
+/// the claim is impossible (more outstanding than the ring holds).
+fn claimed(ring: &UserRing, taken: u32, in_engine: usize) -> Option<u32> {
+    let prod = ring.prod();
+    let new = prod.wrapping_sub(taken);
+    let outstanding = u64::from(new) + in_engine as u64;
+    (outstanding <= u64::from(ring.entries())).then_some(new)
+}
+
+/// Takes the SQ ring's new work requests into the engine; returns how
+/// many it took.
+pub(crate) fn pull_sq(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntry>]) -> u32 {
+    let Some(r) = e.rings.as_ref() else { return 0 };
+    let Some(new) = claimed(&r.sq, r.sq_taken, e.qp.send_queue_len()) else {
+        // Once: in ERR nothing more is taken from this ring until its
+        // producer index makes sense again.
+        if e.qp.state() != QpState::Err {
+            dev.count(Counter::RingCorrupt);
+            let _ = e.qp.fail_send(0, WcStatus::LocQpOpErr);
+        }
+        return 0;
+    };
+    for _ in 0..new {
+        let Some(r) = e.rings.as_ref() else { return 0 };
+        let slot: b::ferroce_sq_wqe = r.sq.read(r.sq_taken);
+        let ok = match send_wqe(&slot, e, r, ahs) {
+            Some(w) => e.qp.post_send(&w).is_ok(),
+            None => false,
+        };
+        if !ok {
+            dev.count(Counter::RingBadWqe);
+            let _ = e.qp.fail_send(slot.wr_id, WcStatus::LocQpOpErr);
+        }
+        if let Some(r) = e.rings.as_mut() {
+            r.sq_taken = r.sq_taken.wrapping_add(1);
+        }
+    }
+    if new > 0 {
+        if let Some(r) = e.rings.as_mut() {
+            if r.need_db {
+                r.need_db = false;
+                r.sq.set_kflags(0);
+            }
+        }
+    }
+    new
+}
+
+/// Takes the RQ ring's new work requests into the engine.
+pub(crate) fn pull_rq(dev: &FerroceDevice, e: &mut QpEntry) {
+    let Some(rq) = e.rings.as_ref().and_then(|r| r.rq.as_ref()) else { return };
+    let taken = e.rings.as_ref().map_or(0, |r| r.rq_taken);
+    let Some(new) = claimed(rq, taken, e.qp.recv_queue_len()) else {
+        if e.qp.state() != QpState::Err {
+            dev.count(Counter::RingCorrupt);
+            let _ = e.qp.fail_recv(0, WcStatus::LocQpOpErr);
+        }
+        return;
+    };
+    for i in 0..new {
+        let Some(rq) = e.rings.as_ref().and_then(|r| r.rq.as_ref()) else { return };
+        let slot: b::ferroce_rq_wqe = rq.read(taken.wrapping_add(i));
+        let ok = match recv_wqe(&slot, e.max_recv_sge) {
+            Some(w) => e.qp.post_recv(&w).is_ok(),
+            None => false,
+        };
+        if !ok {
+            dev.count(Counter::RingBadWqe);
+            let _ = e.qp.fail_recv(slot.wr_id, WcStatus::LocQpOpErr);
+        }
+    }
+    if let Some(r) = e.rings.as_mut() {
+        r.rq_taken = r.rq_taken.wrapping_add(new);
+    }
+}
+
+/// Publishes the QP's state and its released slots. In ERR the rings are
+/// emptied first (their requests flush): the state is written, then a full
+/// barrier, then the producer indices are read, so a request the process
+/// published before it saw ERR is always taken (it rings the doorbell for
+/// what it publishes after).
+pub(crate) fn sync(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntry>]) {
+    let state = e.qp.state();
+    let Some(r) = e.rings.as_mut() else { return };
+    if r.state != Some(state) {
+        r.state = Some(state);
+        r.sq.set_qp_state(state as u32);
+        if let Some(rq) = &r.rq {
+            rq.set_qp_state(state as u32);
+        }
+        if state == QpState::Err {
+            // SAFETY: a barrier.
+            unsafe { b::ferroce_smp_mb() };
+        }
+    }
+    if state == QpState::Err {
+        pull_sq(dev, e, ahs);
+        pull_rq(dev, e);
+    }
+}
+
+/// Writes the released slot counts (after completions moved to the CQs).
+pub(crate) fn release(e: &mut QpEntry) {
+    let (sq_len, rq_len) = (e.qp.send_queue_len() as u32, e.qp.recv_queue_len() as u32);
+    let Some(r) = e.rings.as_mut() else { return };
+    let sq_cons = r.sq_taken.wrapping_sub(sq_len);
+    if sq_cons != r.sq_cons {
+        r.sq_cons = sq_cons;
+        r.sq.set_cons(sq_cons);
+    }
+    if let Some(rq) = &r.rq {
+        let rq_cons = r.rq_taken.wrapping_sub(rq_len);
+        if rq_cons != r.rq_cons {
+            r.rq_cons = rq_cons;
+            rq.set_cons(rq_cons);
+        }
+    }
+}
+
+/// The sender found nothing to do: with nothing outstanding no ACK or
+/// timer will bring the kernel back, so ask for a doorbell, then look at
+/// the producer once more (true: new requests came, keep going).
+pub(crate) fn idle(e: &mut QpEntry) -> bool {
+    if e.qp.send_queue_len() != 0 {
+        return false;
+    }
+    let Some(r) = e.rings.as_mut() else { return false };
+    if !r.need_db {
+        r.need_db = true;
+        r.sq.set_kflags(b::FERROCE_RING_NEED_DB);
+    }
+    // SAFETY: a barrier (the flag before the index; the process does the
+    // mirror image).
+    unsafe { b::ferroce_smp_mb() };
+    r.sq.prod() != r.sq_taken
+}
