@@ -9,13 +9,25 @@
 //! All C declarations come from bindgen over rdma-core's `driver.h` and
 //! `ferroce-abi.h` (`sys`). This file holds registration, the device and the
 //! context; the verbs objects live in their own modules (`pd`, `mr`, `cq`,
-//! `ah`, `qp`, `srq`), all on the system-call path (the `ibv_cmd_*`
-//! helpers).
+//! `ah`, `qp`, `srq`).
+//!
+//! Control operations (creating, modifying, querying, destroying objects,
+//! arming a CQ) are system calls through the `ibv_cmd_*` helpers. The data
+//! path is not: every CQ, SQ, RQ and SRQ is a ring the kernel shares with
+//! the process (`ring`, ABI v2 of `ferroce-abi.h`). Posting a work request
+//! writes a slot and publishes the producer index; polling reads
+//! completions from the CQ's ring. A system call remains only where the
+//! protocol asks for one: a send doorbell when the kernel has gone idle on
+//! the SQ (`FERROCE_RING_NEED_DB`) or the QP is in error, a receive
+//! doorbell in error, and a poll through the kernel when completions wait
+//! there because the CQ ring was full (`FERROCE_RING_CQ_WAITING`).
 //!
 //! Objects: every provider object is a `#[repr(C)]` struct whose first field
 //! is the libibverbs structure libibverbs hands back to us, allocated zeroed
 //! with `calloc` (as libibverbs allocates the context) and released with
-//! `free` only after the kernel has destroyed the object.
+//! `free` only after the kernel has destroyed the object (and its rings
+//! are unmapped). Fields that are not plain C data (the rings' locks) are
+//! written in place right after the allocation and dropped before `free`.
 //!
 //! Errors: callbacks that return `int` return a positive errno (what the
 //! `ibv_cmd_*` helpers return); callbacks that create an object set `errno`
@@ -44,6 +56,7 @@ mod cq;
 mod mr;
 mod pd;
 mod qp;
+mod ring;
 mod srq;
 
 use sys::*;
@@ -63,6 +76,18 @@ extern "C" {
 fn set_errno(err: c_int) {
     // SAFETY: glibc returns a valid pointer to this thread's errno.
     unsafe { *__errno_location() = err };
+}
+
+/// The calling thread's `errno`.
+fn errno() -> c_int {
+    // SAFETY: glibc returns a valid pointer to this thread's errno.
+    unsafe { *__errno_location() }
+}
+
+/// Locks one of the provider's ring locks. A poisoned lock cannot happen
+/// (the library is built with `panic = "abort"`); its data is used as is.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A zeroed, `calloc`ed `T`, or NULL (with `errno` ENOMEM) when memory is
@@ -92,6 +117,7 @@ unsafe fn free_obj<T>(p: *mut T) {
 /// The errno values the provider reports itself (Linux values).
 mod libc_errno {
     use core::ffi::c_int;
+    pub const EIO: c_int = 5;
     pub const ENOMEM: c_int = 12;
     pub const EINVAL: c_int = 22;
     pub const EOPNOTSUPP: c_int = 95;
@@ -206,7 +232,12 @@ unsafe extern "C" fn alloc_device(sysfs_dev: *mut verbs_sysfs_dev) -> *mut verbs
     // SAFETY: libibverbs passes a valid sysfs device description.
     let (abi, name) = unsafe {
         let d = &*sysfs_dev;
-        (d.abi_ver, core::ffi::CStr::from_ptr(d.ibdev_name.as_ptr()).to_string_lossy().into_owned())
+        (
+            d.abi_ver,
+            core::ffi::CStr::from_ptr(d.ibdev_name.as_ptr())
+                .to_string_lossy()
+                .into_owned(),
+        )
     };
     if abi != PROVIDER_ABI_VERSION {
         report(format_args!(
@@ -270,7 +301,13 @@ unsafe extern "C" fn alloc_context(
     // verbs_context is at offset 0 (the "offset" argument is that offset
     // expressed as a pointer, as the C macro does).
     let ctx = unsafe {
-        _verbs_init_and_alloc_context(ibdev, cmd_fd, size_of::<FerroceContext>(), null_mut(), FERROCE_DRIVER_ID)
+        _verbs_init_and_alloc_context(
+            ibdev,
+            cmd_fd,
+            size_of::<FerroceContext>(),
+            null_mut(),
+            FERROCE_DRIVER_ID,
+        )
     }
     .cast::<FerroceContext>();
     if ctx.is_null() {

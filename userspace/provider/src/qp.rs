@@ -1,6 +1,6 @@
-//! Queue pairs (RC and UD use the same commands) on the system-call path:
-//! creation, query, modification, destruction, and posting of send and
-//! receive work requests through the kernel.
+//! Queue pairs (RC and UD use the same commands). Creation, query,
+//! modification and destruction are system calls; posting work requests
+//! writes them into the QP's send and receive rings (see `ring`).
 //!
 //! `ibv_create_qp` reaches `create_qp`; `ibv_create_qp_ex` reaches it too
 //! when the mask is only `IBV_QP_INIT_ATTR_PD` (libibverbs' inline
@@ -9,30 +9,147 @@
 //! `ibv_qp_to_qp_ex` answers NULL for ferroce QPs.
 //!
 //! A QP created with an SRQ (`srq` in the init attribute) takes its receive
-//! buffers from that SRQ: the kernel attaches it, and `post_recv` on such a
-//! QP is refused (the buffers go to `ibv_post_srq_recv`).
+//! buffers from that SRQ: the kernel attaches it and gives it no receive
+//! ring, and `post_recv` on such a QP is refused (the buffers go to
+//! `ibv_post_srq_recv`).
+//!
+//! Posting (`post_send`, `post_recv`): under the side's lock, each work
+//! request is checked as the kernel would check it (the errors verbs
+//! programmers expect: EINVAL for a request the QP cannot take, ENOMEM for a
+//! full queue, `*bad_wr` naming the first request not posted), written into
+//! the next slot, and published with a release store of `prod`. The kernel
+//! copies and validates each slot once; whatever it refuses completes in
+//! error and moves the QP to ERR.
+//!
+//! Doorbells: after publishing, a full barrier, then a look at the ring's
+//! `kflags` and `qp_state`. The kernel sets `FERROCE_RING_NEED_DB` when it
+//! stops looking at an idle SQ (and then checks `prod` once more): only
+//! then, or when the QP is in error (the new requests are to be flushed),
+//! does `post_send` make a system call, a post with an empty list. A receive
+//! ring needs that doorbell only in error.
 
 use core::ffi::c_int;
-use core::mem::{size_of, MaybeUninit};
+use core::mem::size_of;
 use core::ptr::null_mut;
+use core::sync::atomic::{fence, Ordering};
+use std::sync::Mutex;
 
-use crate::libc_errno::{EINVAL, EOPNOTSUPP};
+use crate::libc_errno::{EINVAL, ENOMEM, EOPNOTSUPP};
+use crate::ring::Ring;
 use crate::sys::*;
-use crate::{calloc_obj, free_obj, set_errno, zeroed_c};
+use crate::{calloc_obj, free_obj, lock, set_errno, zeroed_c};
+
+/// The producer's side of a ring (SQ, RQ, SRQ): the ring and the next index
+/// to write, kept here so that a scribbled header cannot move it.
+pub(crate) struct ProdRing {
+    pub(crate) ring: Ring,
+    pub(crate) prod: u32,
+}
+
+impl ProdRing {
+    pub(crate) const fn none() -> ProdRing {
+        ProdRing {
+            ring: Ring::none(),
+            prod: 0,
+        }
+    }
+
+    /// Maps a ring of `T` slots and takes the producer index the kernel
+    /// left in it.
+    ///
+    /// # Safety
+    /// `context` is a live context of this provider.
+    pub(crate) unsafe fn map<T>(context: *mut ibv_context, m: &ferroce_ring_map) -> Result<ProdRing, c_int> {
+        // SAFETY: forwarded from the caller.
+        let ring = unsafe { Ring::map(context, m, size_of::<T>()) }?;
+        let prod = ring.prod().map_or(0, |p| p.load(Ordering::Relaxed));
+        Ok(ProdRing { ring, prod })
+    }
+
+    /// Whether another slot is free (the consumer's index acquired, so that
+    /// it is done with the slot about to be overwritten).
+    fn has_room(&self) -> bool {
+        self.ring
+            .cons()
+            .is_some_and(|c| self.prod.wrapping_sub(c.load(Ordering::Acquire)) < self.ring.entries())
+    }
+
+    /// Writes `slot` at `prod` and publishes it (release store of `prod`).
+    /// Nothing is written without a ring or when `T` is not its slot type.
+    fn push<T>(&mut self, slot: T) -> bool {
+        let p = self.ring.slot::<T>(self.prod);
+        let Some(prod) = self.ring.prod() else {
+            return false;
+        };
+        if p.is_null() {
+            return false;
+        }
+        // SAFETY: the slot is inside the mapping, of type T, and free (the
+        // caller checked `has_room`): the kernel does not read it until
+        // prod passes it.
+        unsafe { p.write(slot) };
+        self.prod = self.prod.wrapping_add(1);
+        prod.store(self.prod, Ordering::Release);
+        true
+    }
+
+    /// The QP state the kernel publishes in the header (`IBV_QPS_*`;
+    /// `IBV_QPS_UNKNOWN` without a ring).
+    fn qp_state(&self) -> u32 {
+        self.ring
+            .qp_state()
+            .map_or(IBV_QPS_UNKNOWN, |s| s.load(Ordering::Acquire))
+    }
+
+    fn kflags(&self) -> u32 {
+        self.ring.kflags().map_or(0, |k| k.load(Ordering::Acquire))
+    }
+}
 
 /// ferroce's queue pair (`verbs_qp`, whose `ibv_qp` is at offset 0, first).
 #[repr(C)]
 pub(crate) struct FerroceQp {
     vqp: verbs_qp,
     /// Scatter/gather limits the kernel granted at creation, which bound the
-    /// work requests this provider forwards.
+    /// work requests this provider posts.
     max_send_sge: u32,
     max_recv_sge: u32,
     /// Created with an SRQ: receive work requests are posted there.
     has_srq: bool,
+    is_ud: bool,
+    /// UD: the longest message (`ferroce_create_qp_resp.ud_max_msg`).
+    ud_max_msg: u32,
+    /// The rings, each under its lock; initialised in place by `create`
+    /// (the object is `calloc`ed).
+    sq: Mutex<ProdRing>,
+    rq: Mutex<ProdRing>,
 }
 
 const _: () = assert!(core::mem::offset_of!(FerroceQp, vqp) == 0);
+
+/// The create-QP response: the core part, then ferroce's rings.
+#[repr(C)]
+struct CreateQpResp {
+    core: ib_uverbs_create_qp_resp,
+    drv: ferroce_create_qp_resp,
+}
+const _: () = assert!(core::mem::offset_of!(CreateQpResp, drv) == size_of::<ib_uverbs_create_qp_resp>());
+
+/// Frees a QP object after unmapping its rings.
+///
+/// # Safety
+/// `qp` came from `create`'s allocation with its locks initialised, the
+/// kernel object is gone (or never was), and `qp` is not used afterwards.
+unsafe fn release(qp: *mut FerroceQp) {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        lock(&(*qp).sq).ring.unmap();
+        lock(&(*qp).rq).ring.unmap();
+        core::ptr::drop_in_place(core::ptr::addr_of_mut!((*qp).sq));
+        core::ptr::drop_in_place(core::ptr::addr_of_mut!((*qp).rq));
+        free_obj(qp);
+    }
+}
 
 /// Creates the QP for a plain init attribute; on success `attr.cap` holds
 /// what the kernel granted.
@@ -48,18 +165,25 @@ unsafe fn create(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> *mut ibv_qp {
         set_errno(EINVAL);
         return null_mut();
     }
-    // SAFETY: FerroceQp is a C structure valid when zeroed (a zero
-    // verbs_qp comp_mask says "no extended QP" to ibv_qp_to_qp_ex).
+    // SAFETY: FerroceQp is a C structure valid when zeroed but for the
+    // locks, written below before any use (a zero verbs_qp comp_mask says
+    // "no extended QP" to ibv_qp_to_qp_ex).
     let qp = unsafe { calloc_obj::<FerroceQp>() };
     if qp.is_null() {
         return null_mut();
     }
+    // SAFETY: `qp` is a fresh allocation; the fields were never initialised.
+    unsafe {
+        core::ptr::addr_of_mut!((*qp).sq).write(Mutex::new(ProdRing::none()));
+        core::ptr::addr_of_mut!((*qp).rq).write(Mutex::new(ProdRing::none()));
+    }
     let ibqp = qp.cast::<ibv_qp>();
     // SAFETY: plain C command/response structures.
-    let (mut cmd, mut resp): (ibv_create_qp, ib_uverbs_create_qp_resp) = unsafe { (zeroed_c(), zeroed_c()) };
+    let (mut cmd, mut resp): (ibv_create_qp, CreateQpResp) = unsafe { (zeroed_c(), zeroed_c()) };
     // SAFETY: `pd` comes from libibverbs, `attr` is a valid init attribute,
     // `ibqp` is the ibv_qp at offset 0 of the fresh object and cmd/resp are
-    // buffers of the sizes passed.
+    // buffers of the sizes passed (the driver part follows the core
+    // response).
     let ret = unsafe {
         ibv_cmd_create_qp(
             pd,
@@ -67,22 +191,57 @@ unsafe fn create(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> *mut ibv_qp {
             attr,
             &mut cmd,
             size_of::<ibv_create_qp>(),
-            &mut resp,
-            size_of::<ib_uverbs_create_qp_resp>(),
+            &mut resp.core,
+            size_of::<CreateQpResp>(),
         )
     };
     if ret != 0 {
         // SAFETY: the kernel created nothing; `qp` is ours.
-        unsafe { free_obj(qp) };
+        unsafe { release(qp) };
         set_errno(ret);
         return null_mut();
     }
+    // SAFETY: `pd` is live, so is its context.
+    let context = unsafe { (*pd).context };
+    let d = &resp.drv;
+    // SAFETY: `context` is live.
+    let sq = unsafe { ProdRing::map::<ferroce_sq_wqe>(context, &d.sq) };
+    // No receive ring on an SRQ-attached QP (entries 0).
+    let rq = if d.rq.entries == 0 {
+        Ok(ProdRing::none())
+    } else {
+        // SAFETY: `context` is live.
+        unsafe { ProdRing::map::<ferroce_rq_wqe>(context, &d.rq) }
+    };
     // SAFETY: `qp` is live and not yet shared.
-    unsafe {
-        (*qp).max_send_sge = attr.cap.max_send_sge;
-        (*qp).max_recv_sge = attr.cap.max_recv_sge;
-        (*qp).has_srq = !attr.srq.is_null();
+    let q = unsafe { &mut *qp };
+    let err = match (sq, rq) {
+        (Ok(s), Ok(r)) => {
+            *lock(&q.sq) = s;
+            *lock(&q.rq) = r;
+            0
+        }
+        (Err(e), Ok(mut r)) | (Ok(mut r), Err(e)) => {
+            r.ring.unmap();
+            e
+        }
+        (Err(e), Err(_)) => e,
+    };
+    if err != 0 {
+        // SAFETY: the kernel's QP is unusable without its rings: destroy
+        // it, then the object (nothing else knows it yet).
+        unsafe {
+            ibv_cmd_destroy_qp(ibqp);
+            release(qp);
+        }
+        set_errno(err);
+        return null_mut();
     }
+    q.max_send_sge = attr.cap.max_send_sge.min(FERROCE_RING_MAX_SGE);
+    q.max_recv_sge = attr.cap.max_recv_sge.min(FERROCE_RING_MAX_SGE);
+    q.has_srq = !attr.srq.is_null();
+    q.is_ud = attr.qp_type == IBV_QPT_UD;
+    q.ud_max_msg = d.ud_max_msg;
     ibqp
 }
 
@@ -172,112 +331,214 @@ pub(crate) unsafe extern "C" fn destroy_qp(qp: *mut ibv_qp) -> c_int {
     // events the kernel reported to be acknowledged.
     let ret = unsafe { ibv_cmd_destroy_qp(qp) };
     if ret == 0 {
-        // SAFETY: the kernel object is gone; the ibv_qp is at offset 0 of
-        // the FerroceQp `create` allocated.
-        unsafe { free_obj(qp.cast::<FerroceQp>()) };
+        // SAFETY: the kernel object is gone and nobody posts to a QP being
+        // destroyed (verbs contract); the ibv_qp is at offset 0 of the
+        // FerroceQp `create` allocated.
+        unsafe { release(qp.cast::<FerroceQp>()) };
     }
     ret
 }
 
-/// Work requests forwarded per system call. libibverbs builds each command
-/// on its stack (`alloca`), so a long list is posted as a series of bounded
-/// commands rather than one unbounded one; the verbs contract (everything
-/// before `*bad_wr` was posted) holds across the series.
-const POST_CHUNK: usize = 16;
-
-/// A work-request list element (`ibv_send_wr`, `ibv_recv_wr`).
-pub(crate) trait WorkRequest: Copy {
-    fn next(&self) -> *mut Self;
-    fn set_next(&mut self, next: *mut Self);
-}
-
-impl WorkRequest for ibv_send_wr {
-    fn next(&self) -> *mut Self {
-        self.next
-    }
-    fn set_next(&mut self, next: *mut Self) {
-        self.next = next;
-    }
-}
-
-impl WorkRequest for ibv_recv_wr {
-    fn next(&self) -> *mut Self {
-        self.next
-    }
-    fn set_next(&mut self, next: *mut Self) {
-        self.next = next;
-    }
-}
-
-/// Posts the caller's list `wr` with `post` (an `ibv_cmd_post_*`), at most
-/// `POST_CHUNK` requests a call, each request first checked by `check`.
-/// The caller's list is never modified: `post` sees copies, linked among
-/// themselves, that share the caller's scatter/gather arrays. On failure
-/// `*bad_wr` names the caller's request that failed (or the first of the
-/// call that failed when the kernel could not say) and the errno returns.
+/// The gather list of a work request within the QP's (or SRQ's) limit, as
+/// a slice.
 ///
 /// # Safety
-/// `wr` is NULL or a valid list; `bad_wr` is valid for writes.
-pub(crate) unsafe fn post_chunked<W: WorkRequest>(
-    wr: *mut W,
-    bad_wr: *mut *mut W,
-    check: impl Fn(&W) -> Result<(), c_int>,
-    post: impl Fn(*mut W, *mut *mut W) -> c_int,
+/// `sg_list` holds `num_sge` entries when `num_sge > 0` (the caller's
+/// contract with verbs).
+pub(crate) unsafe fn sges<'a>(num_sge: c_int, sg_list: *const ibv_sge, max: u32) -> Result<&'a [ibv_sge], c_int> {
+    match u32::try_from(num_sge) {
+        Ok(0) => Ok(&[]),
+        Ok(n) if n <= max && n <= FERROCE_RING_MAX_SGE && !sg_list.is_null() => {
+            // SAFETY: `n` entries at a non-NULL `sg_list` (caller).
+            Ok(unsafe { core::slice::from_raw_parts(sg_list, n as usize) })
+        }
+        _ => Err(EINVAL),
+    }
+}
+
+/// The ring form of a gather list.
+fn ring_sges(list: &[ibv_sge]) -> [ferroce_sge; FERROCE_RING_MAX_SGE as usize] {
+    let mut out = [ferroce_sge {
+        addr: 0,
+        length: 0,
+        lkey: 0,
+    }; FERROCE_RING_MAX_SGE as usize];
+    for (o, s) in out.iter_mut().zip(list) {
+        *o = ferroce_sge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        };
+    }
+    out
+}
+
+/// A receive work request in its ring form, or EINVAL when its gather list
+/// exceeds `max_sge`.
+///
+/// # Safety
+/// `w` is a valid receive work request.
+pub(crate) unsafe fn recv_wqe(w: &ibv_recv_wr, max_sge: u32) -> Result<ferroce_rq_wqe, c_int> {
+    // SAFETY: the caller's valid request.
+    let list = unsafe { sges(w.num_sge, w.sg_list, max_sge) }?;
+    Ok(ferroce_rq_wqe {
+        wr_id: w.wr_id,
+        num_sge: list.len() as u32,
+        rsvd: 0,
+        sge: ring_sges(list),
+        rsvd2: [0; 4],
+    })
+}
+
+/// Posts a list of receive work requests into a receive ring (RQ or SRQ):
+/// each one checked by `check` and `recv_wqe`, ENOMEM when the ring is full.
+/// Returns 0 or the errno of the first request not posted (stored in
+/// `*bad_wr`).
+///
+/// # Safety
+/// `wr` is NULL or a valid list; `bad_wr` is NULL or valid for writes.
+pub(crate) unsafe fn post_recv_ring(
+    r: &mut ProdRing,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+    max_sge: u32,
+    check: impl Fn(&ProdRing) -> Result<(), c_int>,
 ) -> c_int {
     let mut cur = wr;
     while !cur.is_null() {
-        let mut copies = [MaybeUninit::<W>::uninit(); POST_CHUNK];
-        let mut origs = [null_mut::<W>(); POST_CHUNK];
-        let mut n = 0;
-        let mut invalid = 0;
-        while n < POST_CHUNK && !cur.is_null() {
-            // SAFETY: `cur` is an element of the caller's valid list.
-            let w = unsafe { &*cur };
-            if let Err(e) = check(w) {
-                invalid = e;
-                break;
+        // SAFETY: an element of the caller's valid list.
+        let w = unsafe { &*cur };
+        let posted = check(r)
+            // SAFETY: `w` is valid.
+            .and_then(|()| unsafe { recv_wqe(w, max_sge) })
+            .and_then(|wqe| {
+                if r.has_room() && r.push(wqe) {
+                    Ok(())
+                } else {
+                    Err(ENOMEM)
+                }
+            });
+        if let Err(e) = posted {
+            if !bad_wr.is_null() {
+                // SAFETY: the caller's out-pointer, checked non-NULL.
+                unsafe { *bad_wr = cur };
             }
-            let mut c = *w;
-            c.set_next(null_mut());
-            copies[n].write(c);
-            origs[n] = cur;
-            cur = w.next();
-            n += 1;
+            return e;
         }
-        if n > 0 {
-            let base = copies.as_mut_ptr().cast::<W>();
-            for i in 1..n {
-                // SAFETY: elements 0..n are initialised, inside `copies`.
-                unsafe { (*base.add(i - 1)).set_next(base.add(i)) };
-            }
-            let mut bad: *mut W = null_mut();
-            let ret = post(base, &mut bad);
-            if ret != 0 {
-                // `bad` points into `copies` (libibverbs walks the list it
-                // was given); map it back to the caller's element.
-                let off = (bad as usize).wrapping_sub(base as usize) / size_of::<W>();
-                let idx = if bad.is_null() || off >= n { 0 } else { off };
-                // SAFETY: `bad_wr` is valid for writes (caller's contract).
-                unsafe { *bad_wr = origs[idx] };
-                return ret;
-            }
-        }
-        if invalid != 0 {
-            // SAFETY: as above; `cur` is the rejected request.
-            unsafe { *bad_wr = cur };
-            return invalid;
-        }
+        cur = w.next;
     }
     0
 }
 
-/// The scatter/gather list of a work request, within the QP's (or SRQ's)
-/// limit.
-pub(crate) fn check_sges(num_sge: c_int, sg_list: *mut ibv_sge, max: u32) -> Result<(), c_int> {
-    match u32::try_from(num_sge) {
-        Ok(n) if n <= max && (n == 0 || !sg_list.is_null()) => Ok(()),
-        _ => Err(EINVAL),
+/// The send opcodes a QP of each type takes.
+fn opcode_ok(is_ud: bool, opcode: u32) -> bool {
+    match opcode {
+        IBV_WR_SEND | IBV_WR_SEND_WITH_IMM => true,
+        IBV_WR_SEND_WITH_INV
+        | IBV_WR_RDMA_WRITE
+        | IBV_WR_RDMA_WRITE_WITH_IMM
+        | IBV_WR_RDMA_READ
+        | IBV_WR_ATOMIC_CMP_AND_SWP
+        | IBV_WR_ATOMIC_FETCH_AND_ADD => !is_ud,
+        _ => false,
     }
+}
+
+/// A send work request in its ring form, after the checks the kernel makes
+/// at post time (EINVAL for anything the QP cannot take).
+///
+/// # Safety
+/// `qp` is this provider's QP, `w` a valid send work request for it (its
+/// gather list, and with `IBV_SEND_INLINE` the memory the list names,
+/// readable).
+unsafe fn send_wqe(qp: *mut ibv_qp, q: &FerroceQp, w: &ibv_send_wr) -> Result<ferroce_sq_wqe, c_int> {
+    if !opcode_ok(q.is_ud, w.opcode) {
+        return Err(EINVAL);
+    }
+    // SAFETY: the caller's valid request.
+    let list = unsafe { sges(w.num_sge, w.sg_list, q.max_send_sge) }?;
+    let total: u64 = list.iter().map(|s| u64::from(s.length)).sum();
+    let total = u32::try_from(total).map_err(|_| EINVAL)?;
+    let is_read_or_atomic = matches!(
+        w.opcode,
+        IBV_WR_RDMA_READ | IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD
+    );
+    let inline = w.send_flags & IBV_SEND_INLINE != 0;
+    if inline && (is_read_or_atomic || total > FERROCE_RING_MAX_INLINE) {
+        return Err(EINVAL);
+    }
+    // SAFETY: all-zero is a valid WQE (integers and arrays of them).
+    let mut wqe: ferroce_sq_wqe = unsafe { zeroed_c() };
+    wqe.wr_id = w.wr_id;
+    wqe.opcode = w.opcode;
+    wqe.send_flags = w.send_flags;
+    if matches!(
+        w.opcode,
+        IBV_WR_SEND_WITH_IMM | IBV_WR_RDMA_WRITE_WITH_IMM | IBV_WR_SEND_WITH_INV
+    ) {
+        // SAFETY: a union of two u32s: the immediate data (already in
+        // network order) or the rkey to invalidate, passed as stored.
+        wqe.imm_data = unsafe { w.__bindgen_anon_1.imm_data };
+    }
+    if q.is_ud {
+        // SAFETY: on a UD QP the `ud` member is the one in use.
+        let ud = unsafe { w.wr.ud };
+        // A UD request carries its destination: an AH of this context.
+        // SAFETY: a non-NULL AH is one the caller created (any provider's
+        // ibv_ah starts with its context).
+        if ud.ah.is_null() || unsafe { (*ud.ah).context } != unsafe { (*qp).context } {
+            return Err(EINVAL);
+        }
+        // A UD message is one packet: longer than the path MTU is refused.
+        if total > q.ud_max_msg {
+            return Err(EINVAL);
+        }
+        // SAFETY: an AH of this context is a FerroceAh.
+        wqe.ah = unsafe { crate::ah::ring_handle(ud.ah) };
+        wqe.remote_qpn = ud.remote_qpn;
+        wqe.remote_qkey = ud.remote_qkey;
+    } else {
+        match w.opcode {
+            IBV_WR_RDMA_WRITE | IBV_WR_RDMA_WRITE_WITH_IMM | IBV_WR_RDMA_READ => {
+                // SAFETY: RDMA requests use the `rdma` member.
+                let r = unsafe { w.wr.rdma };
+                wqe.remote_addr = r.remote_addr;
+                wqe.rkey = r.rkey;
+            }
+            IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD => {
+                // SAFETY: atomic requests use the `atomic` member.
+                let a = unsafe { w.wr.atomic };
+                wqe.remote_addr = a.remote_addr;
+                wqe.rkey = a.rkey;
+                wqe.compare_add = a.compare_add;
+                wqe.swap = a.swap;
+            }
+            _ => {}
+        }
+    }
+    if inline {
+        // The payload travels in the slot: gathered now, as verbs promises
+        // (the buffers may be reused as soon as the post returns).
+        let mut data = [0u8; FERROCE_RING_MAX_INLINE as usize];
+        let mut at = 0usize;
+        for s in list {
+            let len = s.length as usize;
+            if len > 0 {
+                // SAFETY: `at + len <= total <= FERROCE_RING_MAX_INLINE`;
+                // the source is the caller's readable buffer (inline
+                // contract).
+                unsafe { core::ptr::copy_nonoverlapping(s.addr as usize as *const u8, data.as_mut_ptr().add(at), len) };
+            }
+            at += len;
+        }
+        wqe.num_sge = 0;
+        wqe.inline_len = total;
+        wqe.__bindgen_anon_1 = ferroce_sq_wqe__bindgen_ty_1 { inline_data: data };
+    } else {
+        wqe.num_sge = list.len() as u32;
+        wqe.__bindgen_anon_1 = ferroce_sq_wqe__bindgen_ty_1 { sge: ring_sges(list) };
+    }
+    Ok(wqe)
 }
 
 pub(crate) unsafe extern "C" fn post_send(
@@ -286,27 +547,55 @@ pub(crate) unsafe extern "C" fn post_send(
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
     // SAFETY: `qp` is the ibv_qp at offset 0 of a FerroceQp from `create`.
-    let (is_ud, max_sge) = unsafe { ((*qp).qp_type == IBV_QPT_UD, (*qp.cast::<FerroceQp>()).max_send_sge) };
-    let check = |w: &ibv_send_wr| {
-        check_sges(w.num_sge, w.sg_list, max_sge)?;
-        if is_ud {
-            // A UD request carries its destination; libibverbs reads the
-            // AH's handle, so a missing one must not get that far.
-            // SAFETY: on a UD QP the `ud` member is the one in use.
-            let ah = unsafe { w.wr.ud.ah };
-            if ah.is_null() || (w.opcode != IBV_WR_SEND && w.opcode != IBV_WR_SEND_WITH_IMM) {
-                return Err(EINVAL);
+    let q = unsafe { &*qp.cast::<FerroceQp>() };
+    let mut s = lock(&q.sq);
+    let mut cur = wr;
+    let mut ret = 0;
+    let mut published = 0usize;
+    while !cur.is_null() {
+        // SAFETY: an element of the caller's valid list.
+        let w = unsafe { &*cur };
+        // Not yet (RESET, INIT, RTR) or not a state at all (a scribbled
+        // header) is EINVAL; SQD, SQE and ERR take requests (the last two
+        // flush them).
+        let state_ok = matches!(s.qp_state(), IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_SQE | IBV_QPS_ERR);
+        let posted = if state_ok { Ok(()) } else { Err(EINVAL) }
+            // SAFETY: `qp` is this provider's QP and `w` a valid request.
+            .and_then(|()| unsafe { send_wqe(qp, q, w) })
+            .and_then(|wqe| {
+                if s.has_room() && s.push(wqe) {
+                    Ok(())
+                } else {
+                    Err(ENOMEM)
+                }
+            });
+        if let Err(e) = posted {
+            if !bad_wr.is_null() {
+                // SAFETY: the caller's out-pointer, checked non-NULL.
+                unsafe { *bad_wr = cur };
             }
+            ret = e;
+            break;
         }
-        Ok(())
-    };
-    let post = |w: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr| {
-        // SAFETY: `qp` is this provider's QP; `w` is a valid chunk and `bad`
-        // a valid out-pointer (post_chunked's contract).
-        unsafe { ibv_cmd_post_send(qp, w, bad) }
-    };
-    // SAFETY: `wr`/`bad_wr` are the caller's list and out-pointer.
-    unsafe { post_chunked(wr, bad_wr, check, post) }
+        published += 1;
+        cur = w.next;
+    }
+    if published > 0 {
+        // The kernel sets NEED_DB and then looks at prod; we stored prod and
+        // now look at the flag: a full barrier so one side sees the other.
+        fence(Ordering::SeqCst);
+        let need_db = s.kflags() & FERROCE_RING_NEED_DB != 0;
+        let state = s.qp_state();
+        drop(s);
+        if need_db || state == IBV_QPS_ERR || state == IBV_QPS_SQE {
+            let mut bad: *mut ibv_send_wr = null_mut();
+            // SAFETY: `qp` is this provider's QP; an empty list is a
+            // doorbell. Its result does not change what was posted: the
+            // requests are in the ring, for the kernel's next look.
+            unsafe { ibv_cmd_post_send(qp, null_mut(), &mut bad) };
+        }
+    }
+    ret
 }
 
 pub(crate) unsafe extern "C" fn post_recv(
@@ -315,11 +604,8 @@ pub(crate) unsafe extern "C" fn post_recv(
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
     // SAFETY: `qp` is the ibv_qp at offset 0 of a FerroceQp from `create`.
-    let (max_sge, has_srq) = unsafe {
-        let q = &*qp.cast::<FerroceQp>();
-        (q.max_recv_sge, q.has_srq)
-    };
-    if has_srq {
+    let q = unsafe { &*qp.cast::<FerroceQp>() };
+    if q.has_srq {
         // The QP has no receive queue of its own: the first request (the
         // whole list) is refused, nothing is posted.
         if !bad_wr.is_null() {
@@ -328,12 +614,28 @@ pub(crate) unsafe extern "C" fn post_recv(
         }
         return EINVAL;
     }
-    let check = |w: &ibv_recv_wr| check_sges(w.num_sge, w.sg_list, max_sge);
-    let post = |w: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr| {
-        // SAFETY: `qp` is this provider's QP; `w` is a valid chunk and `bad`
-        // a valid out-pointer (post_chunked's contract).
-        unsafe { ibv_cmd_post_recv(qp, w, bad) }
+    let mut r = lock(&q.rq);
+    let before = r.prod;
+    // Receives may be posted from INIT on; RESET (or not a state at all) is
+    // EINVAL. A QP without a receive ring (no receive queue) is always full.
+    let check = |r: &ProdRing| match r.qp_state() {
+        _ if !r.ring.is_mapped() => Err(ENOMEM),
+        IBV_QPS_INIT | IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_SQE | IBV_QPS_ERR => Ok(()),
+        _ => Err(EINVAL),
     };
     // SAFETY: `wr`/`bad_wr` are the caller's list and out-pointer.
-    unsafe { post_chunked(wr, bad_wr, check, post) }
+    let ret = unsafe { post_recv_ring(&mut r, wr, bad_wr, q.max_recv_sge, check) };
+    if r.prod != before {
+        // Only a QP in error needs to hear of new receives (to flush them).
+        fence(Ordering::SeqCst);
+        let state = r.qp_state();
+        drop(r);
+        if state == IBV_QPS_ERR {
+            let mut bad: *mut ibv_recv_wr = null_mut();
+            // SAFETY: `qp` is this provider's QP; an empty list is a
+            // doorbell (its result does not change what was posted).
+            unsafe { ibv_cmd_post_recv(qp, null_mut(), &mut bad) };
+        }
+    }
+    ret
 }

@@ -1,23 +1,23 @@
-//! Shared receive queues (basic SRQs) on the system-call path: creation,
-//! modification (resizing `max_wr`, arming `srq_limit`), query, destruction
-//! and posting of receive work requests all go through the kernel.
+//! Shared receive queues (basic SRQs). Creation, modification (resizing
+//! `max_wr`, arming `srq_limit`), query and destruction are system calls;
+//! posting receive work requests writes them into the SRQ's ring (see
+//! `ring`), with no doorbell: the kernel takes a receive WQE from the ring
+//! when a message needs one.
 //!
 //! `ibv_create_srq_ex` reaches `create_srq` for a basic SRQ with only a PD
 //! (libibverbs' inline dispatch); XRC and tag-matching SRQs are not offered
 //! (no `create_srq_ex`, so libibverbs answers EOPNOTSUPP). QPs attach to an
 //! SRQ through the `srq` of their init attribute (see `qp`).
-//!
-//! No driver-specific data travels either way: the kernel's SRQ is reached
-//! only through system calls, never mapped.
 
 use core::ffi::c_int;
 use core::mem::size_of;
 use core::ptr::null_mut;
+use std::sync::Mutex;
 
 use crate::libc_errno::EINVAL;
-use crate::qp::{check_sges, post_chunked};
+use crate::qp::{post_recv_ring, ProdRing};
 use crate::sys::*;
-use crate::{calloc_obj, free_obj, set_errno, zeroed_c};
+use crate::{calloc_obj, free_obj, lock, set_errno, zeroed_c};
 
 /// ferroce's shared receive queue (`verbs_srq`, whose `ibv_srq` is at
 /// offset 0, first; a zero `srq_type` is `IBV_SRQT_BASIC`).
@@ -27,10 +27,35 @@ pub(crate) struct FerroceSrq {
     /// Scatter/gather entries a work request may carry, as the kernel
     /// granted at creation (a modification never changes it).
     max_sge: u32,
+    /// The ring, under its lock; initialised in place by `create_srq` (the
+    /// object is `calloc`ed).
+    ring: Mutex<ProdRing>,
 }
 
 const _: () = assert!(core::mem::offset_of!(FerroceSrq, vsrq) == 0);
 const _: () = assert!(core::mem::offset_of!(verbs_srq, srq) == 0);
+
+/// The create-SRQ response: the core part, then ferroce's ring.
+#[repr(C)]
+struct CreateSrqResp {
+    core: ib_uverbs_create_srq_resp,
+    drv: ferroce_create_srq_resp,
+}
+const _: () = assert!(core::mem::offset_of!(CreateSrqResp, drv) == size_of::<ib_uverbs_create_srq_resp>());
+
+/// Frees an SRQ object after unmapping its ring.
+///
+/// # Safety
+/// `srq` came from `create_srq`'s allocation with its lock initialised, the
+/// kernel object is gone (or never was), and `srq` is not used afterwards.
+unsafe fn release(srq: *mut FerroceSrq) {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        lock(&(*srq).ring).ring.unmap();
+        core::ptr::drop_in_place(core::ptr::addr_of_mut!((*srq).ring));
+        free_obj(srq);
+    }
+}
 
 /// The attributes `ibv_modify_srq` may change.
 const MODIFY_MASK: c_int = (IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT) as c_int;
@@ -40,19 +65,22 @@ pub(crate) unsafe extern "C" fn create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_i
         set_errno(EINVAL);
         return null_mut();
     }
-    // SAFETY: FerroceSrq is a C structure valid when zeroed.
+    // SAFETY: FerroceSrq is a C structure valid when zeroed but for the
+    // lock, written below before any use.
     let srq = unsafe { calloc_obj::<FerroceSrq>() };
     if srq.is_null() {
         return null_mut();
     }
+    // SAFETY: `srq` is a fresh allocation; the field was never initialised.
+    unsafe { core::ptr::addr_of_mut!((*srq).ring).write(Mutex::new(ProdRing::none())) };
     let ibsrq = srq.cast::<ibv_srq>();
     // SAFETY: plain C command/response structures.
-    let (mut cmd, mut resp): (ibv_create_srq, ib_uverbs_create_srq_resp) = unsafe { (zeroed_c(), zeroed_c()) };
+    let (mut cmd, mut resp): (ibv_create_srq, CreateSrqResp) = unsafe { (zeroed_c(), zeroed_c()) };
     // SAFETY: `pd` comes from libibverbs, `attr` is the caller's init
     // attribute (checked non-NULL), `ibsrq` is the ibv_srq at offset 0 of
-    // the fresh object and cmd/resp are buffers of the sizes passed. On
-    // success libibverbs has stored the handle and the granted sizes in
-    // `attr.attr`.
+    // the fresh object and cmd/resp are buffers of the sizes passed (the
+    // driver part follows the core response). On success libibverbs has
+    // stored the handle and the granted sizes in `attr.attr`.
     let ret = unsafe {
         ibv_cmd_create_srq(
             pd,
@@ -60,19 +88,37 @@ pub(crate) unsafe extern "C" fn create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_i
             attr,
             &mut cmd,
             size_of::<ibv_create_srq>(),
-            &mut resp,
-            size_of::<ib_uverbs_create_srq_resp>(),
+            &mut resp.core,
+            size_of::<CreateSrqResp>(),
         )
     };
     if ret != 0 {
         // SAFETY: the kernel created nothing; `srq` is ours.
-        unsafe { free_obj(srq) };
+        unsafe { release(srq) };
         set_errno(ret);
         return null_mut();
     }
-    // SAFETY: `srq` is live and not yet shared; `attr` is valid.
-    unsafe { (*srq).max_sge = (*attr).attr.max_sge };
-    ibsrq
+    // SAFETY: `pd` and its context are live.
+    match unsafe { ProdRing::map::<ferroce_rq_wqe>((*pd).context, &resp.drv.srq) } {
+        Ok(r) => {
+            // SAFETY: `srq` is live and not yet shared; `attr` is valid.
+            unsafe {
+                *lock(&(*srq).ring) = r;
+                (*srq).max_sge = (*attr).attr.max_sge.min(FERROCE_RING_MAX_SGE);
+            }
+            ibsrq
+        }
+        Err(e) => {
+            // SAFETY: the kernel's SRQ is unusable without its ring: destroy
+            // it, then the object (nothing else knows it yet).
+            unsafe {
+                ibv_cmd_destroy_srq(ibsrq);
+                release(srq);
+            }
+            set_errno(e);
+            null_mut()
+        }
+    }
 }
 
 pub(crate) unsafe extern "C" fn modify_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr, attr_mask: c_int) -> c_int {
@@ -84,7 +130,7 @@ pub(crate) unsafe extern "C" fn modify_srq(srq: *mut ibv_srq, attr: *mut ibv_srq
     // SAFETY: `srq` is an SRQ from `create_srq`; attr is the caller's
     // (checked non-NULL); cmd is a buffer of the size passed. The kernel
     // resizes the queue (IBV_SRQ_MAX_WR) and arms the limit event
-    // (IBV_SRQ_LIMIT).
+    // (IBV_SRQ_LIMIT). The ring stays as it is.
     unsafe { ibv_cmd_modify_srq(srq, attr, attr_mask, &mut cmd, size_of::<ibv_modify_srq>()) }
 }
 
@@ -105,9 +151,10 @@ pub(crate) unsafe extern "C" fn destroy_srq(srq: *mut ibv_srq) -> c_int {
     // (EBUSY) while QPs are still attached.
     let ret = unsafe { ibv_cmd_destroy_srq(srq) };
     if ret == 0 {
-        // SAFETY: the kernel object is gone; the ibv_srq is at offset 0 of
-        // the FerroceSrq `create_srq` allocated.
-        unsafe { free_obj(srq.cast::<FerroceSrq>()) };
+        // SAFETY: the kernel object is gone and nobody posts to an SRQ being
+        // destroyed (verbs contract); the ibv_srq is at offset 0 of the
+        // FerroceSrq `create_srq` allocated.
+        unsafe { release(srq.cast::<FerroceSrq>()) };
     }
     ret
 }
@@ -119,13 +166,10 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
 ) -> c_int {
     // SAFETY: `srq` is the ibv_srq at offset 0 of a FerroceSrq from
     // `create_srq`.
-    let max_sge = unsafe { (*srq.cast::<FerroceSrq>()).max_sge };
-    let check = |w: &ibv_recv_wr| check_sges(w.num_sge, w.sg_list, max_sge);
-    let post = |w: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr| {
-        // SAFETY: `srq` is this provider's SRQ; `w` is a valid chunk and
-        // `bad` a valid out-pointer (post_chunked's contract).
-        unsafe { ibv_cmd_post_srq_recv(srq, w, bad) }
-    };
+    let s = unsafe { &*srq.cast::<FerroceSrq>() };
+    let mut r = lock(&s.ring);
+    // No state to check and no doorbell: an SRQ's ring is read by the
+    // kernel whenever a message needs a receive.
     // SAFETY: `wr`/`bad_wr` are the caller's list and out-pointer.
-    unsafe { post_chunked(wr, bad_wr, check, post) }
+    unsafe { post_recv_ring(&mut r, wr, bad_wr, s.max_sge, |_| Ok(())) }
 }
