@@ -471,7 +471,10 @@ unsafe fn send_wqe(qp: *mut ibv_qp, q: &FerroceQp, w: &ibv_send_wr) -> Result<fe
     let mut wqe: ferroce_sq_wqe = unsafe { zeroed_c() };
     wqe.wr_id = w.wr_id;
     wqe.opcode = w.opcode;
-    wqe.send_flags = w.send_flags;
+    // The flags ferroce acts on; others (checksum offloads...) are
+    // ignored, as the system-call path always did: the kernel refuses a
+    // slot with unknown flags.
+    wqe.send_flags = w.send_flags & (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE);
     if matches!(
         w.opcode,
         IBV_WR_SEND_WITH_IMM | IBV_WR_RDMA_WRITE_WITH_IMM | IBV_WR_SEND_WITH_INV
@@ -483,10 +486,11 @@ unsafe fn send_wqe(qp: *mut ibv_qp, q: &FerroceQp, w: &ibv_send_wr) -> Result<fe
     if q.is_ud {
         // SAFETY: on a UD QP the `ud` member is the one in use.
         let ud = unsafe { w.wr.ud };
-        // A UD request carries its destination: an AH of this context.
+        // A UD request carries its destination: an AH of this context and
+        // of the QP's PD (the kernel fails the QP over one of another PD).
         // SAFETY: a non-NULL AH is one the caller created (any provider's
-        // ibv_ah starts with its context).
-        if ud.ah.is_null() || unsafe { (*ud.ah).context } != unsafe { (*qp).context } {
+        // ibv_ah starts with its context and PD); `qp` is live.
+        if ud.ah.is_null() || unsafe { (*ud.ah).context != (*qp).context || (*ud.ah).pd != (*qp).pd } {
             return Err(EINVAL);
         }
         // A UD message is one packet: longer than the path MTU is refused.
