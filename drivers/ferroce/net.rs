@@ -27,6 +27,14 @@ const TX_HEADROOM: usize = IPV6_LEN + UDP_LEN;
 const TX_MAX_TRANSPORT: usize = crate::transport::pkt::tx_buffer_len(4096);
 const TX_ALLOC: usize = TX_HEADROOM + TX_MAX_TRANSPORT + ICRC_LEN;
 
+/// The socket buffer a packet of a QP with path MTU `mtu` needs: with a
+/// 1024-byte MTU it fits a 2 KiB slab object, where the largest packet
+/// would take an order-1 page for every ACK.
+fn tx_len(mtu: crate::transport::qp::Mtu) -> usize {
+    let bytes = 128usize << (mtu as u32);
+    (TX_HEADROOM + crate::transport::pkt::tx_buffer_len(bytes) + ICRC_LEN).min(TX_ALLOC)
+}
+
 // ---------------------------------------------------------------------------
 // Per-namespace sockets
 
@@ -214,7 +222,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
     // One sender per QP keeps its packets in PSN order: a kick that finds
     // another one running (the system call, the receive softirq and the
     // work item can meet on different CPUs) leaves it a note and returns.
-    {
+    let mut alloc = {
         let mut st = dev.state.lock();
         let Some(e) = st.qp(qpn) else { return };
         if e.tx_busy {
@@ -223,7 +231,8 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
         }
         e.tx_busy = true;
         e.tx_again = false;
-    }
+        tx_len(e.qp.attr().path_mtu)
+    };
     let mut sent = 0usize;
     loop {
         if sent >= budget {
@@ -241,7 +250,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
         sent = sent.saturating_add(1);
         // SAFETY: the device's netdev is held by the RDMA core while the
         // device is registered, which it is during verbs calls and receive.
-        let skb = unsafe { b::ferroce_tx_alloc(dev.ndev(), TX_ALLOC as u32) };
+        let skb = unsafe { b::ferroce_tx_alloc(dev.ndev(), alloc as u32) };
         if skb.is_null() {
             dev.count(Counter::TxNoMem);
             if let Some(e) = dev.state.lock().qp(qpn) {
@@ -250,10 +259,13 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
             }
             return;
         }
-        // SAFETY: the skb is linear with TX_ALLOC bytes at its data pointer
+        // SAFETY: the skb is linear with `alloc` bytes at its data pointer
         // and exclusively ours until sent or freed.
-        let buf = unsafe { core::slice::from_raw_parts_mut(b::ferroce_skb_data(skb), TX_ALLOC) };
+        let buf = unsafe { core::slice::from_raw_parts_mut(b::ferroce_skb_data(skb), alloc) };
         let mut notify = Notify::new();
+        // The path MTU grew since the buffer was sized (Modify QP): size
+        // it again before the engine writes.
+        let mut resize = false;
         let (ready, more) = {
             let mut st = dev.state.lock();
             let now = now_ns();
@@ -262,8 +274,11 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
                 None => None,
                 Some(e) => {
                     crate::rings::pull_sq(dev, e, &st.ahs);
+                    let need = tx_len(e.qp.attr().path_mtu);
+                    resize = need > alloc;
+                    let transport = if resize { None } else { buf.get_mut(TX_HEADROOM..need.saturating_sub(ICRC_LEN)) };
+                    alloc = need;
                     let mut mem = Mem { mrs: &mut st.mrs, dev };
-                    let transport = buf.get_mut(TX_HEADROOM..TX_HEADROOM + TX_MAX_TRANSPORT);
                     match transport.and_then(|t| e.qp.poll_transmit(now, &mut mem, t)) {
                         None => None,
                         Some(t) => {
@@ -280,8 +295,8 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
                 }
             };
             drain(dev, st, qpn, 0, &mut notify);
-            let mut more = false;
-            if out.is_none() {
+            let mut more = resize;
+            if out.is_none() && !resize {
                 if let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
                     e.arm_timer();
                     // Decided under the same lock a late kick took to leave
