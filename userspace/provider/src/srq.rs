@@ -1,5 +1,6 @@
-//! Shared receive queues (basic SRQs). Creation, modification (resizing
-//! `max_wr`, arming `srq_limit`), query and destruction are system calls;
+//! Shared receive queues (basic SRQs). Creation, modification (arming
+//! `srq_limit`; the kernel refuses to resize `max_wr`, which would need a
+//! new ring), query and destruction are system calls;
 //! posting receive work requests writes them into the SRQ's ring (see
 //! `ring`), with no doorbell: the kernel takes a receive WQE from the ring
 //! when a message needs one.
@@ -129,8 +130,8 @@ pub(crate) unsafe extern "C" fn modify_srq(srq: *mut ibv_srq, attr: *mut ibv_srq
     let mut cmd: ibv_modify_srq = unsafe { zeroed_c() };
     // SAFETY: `srq` is an SRQ from `create_srq`; attr is the caller's
     // (checked non-NULL); cmd is a buffer of the size passed. The kernel
-    // resizes the queue (IBV_SRQ_MAX_WR) and arms the limit event
-    // (IBV_SRQ_LIMIT). The ring stays as it is.
+    // arms the limit event (IBV_SRQ_LIMIT) and refuses a resize
+    // (IBV_SRQ_MAX_WR): the ring stays as it was created.
     unsafe { ibv_cmd_modify_srq(srq, attr, attr_mask, &mut cmd, size_of::<ibv_modify_srq>()) }
 }
 
