@@ -189,6 +189,9 @@ pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version
             }
             let c = if recv { e.qp.poll_recv_cq() } else { e.qp.poll_send_cq() };
             let Some(cqe) = c else { break };
+            // A process's ring slot is free before its completion shows:
+            // an application that reposts on seeing it finds the room.
+            crate::rings::release(e);
             let _ = cq.push(CqSlot {
                 cqe,
                 ibqp: e.ibqp,
@@ -222,7 +225,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
     // One sender per QP keeps its packets in PSN order: a kick that finds
     // another one running (the system call, the receive softirq and the
     // work item can meet on different CPUs) leaves it a note and returns.
-    let mut alloc = {
+    {
         let mut st = dev.state.lock();
         let Some(e) = st.qp(qpn) else { return };
         if e.tx_busy {
@@ -231,8 +234,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
         }
         e.tx_busy = true;
         e.tx_again = false;
-        tx_len(e.qp.attr().path_mtu)
-    };
+    }
     let mut sent = 0usize;
     loop {
         if sent >= budget {
@@ -248,24 +250,8 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
             return;
         }
         sent = sent.saturating_add(1);
-        // SAFETY: the device's netdev is held by the RDMA core while the
-        // device is registered, which it is during verbs calls and receive.
-        let skb = unsafe { b::ferroce_tx_alloc(dev.ndev(), alloc as u32) };
-        if skb.is_null() {
-            dev.count(Counter::TxNoMem);
-            if let Some(e) = dev.state.lock().qp(qpn) {
-                // The timer (ACK timeout) or the next event retries.
-                e.tx_busy = false;
-            }
-            return;
-        }
-        // SAFETY: the skb is linear with `alloc` bytes at its data pointer
-        // and exclusively ours until sent or freed.
-        let buf = unsafe { core::slice::from_raw_parts_mut(b::ferroce_skb_data(skb), alloc) };
         let mut notify = Notify::new();
-        // The path MTU grew since the buffer was sized (Modify QP): size
-        // it again before the engine writes.
-        let mut resize = false;
+        let mut nomem = false;
         let (ready, more) = {
             let mut st = dev.state.lock();
             let now = now_ns();
@@ -274,45 +260,82 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
                 None => None,
                 Some(e) => {
                     crate::rings::pull_sq(dev, e, &st.ahs);
-                    let need = tx_len(e.qp.attr().path_mtu);
-                    resize = need > alloc;
-                    let transport = if resize { None } else { buf.get_mut(TX_HEADROOM..need.saturating_sub(ICRC_LEN)) };
-                    alloc = need;
-                    let mut mem = Mem { mrs: &mut st.mrs, dev };
-                    match transport.and_then(|t| e.qp.poll_transmit(now, &mut mem, t)) {
+                    // A socket buffer only when the engine may have a
+                    // packet (most kicks after a received packet find
+                    // nothing to send), sized for the QP's path MTU (a
+                    // 2 KiB slab object at MTU 1024, not an order-1 page).
+                    let skb = if e.qp.may_transmit(now) {
+                        let len = tx_len(e.qp.attr().path_mtu);
+                        // SAFETY: the device's netdev is held by the RDMA
+                        // core while the device is registered, which it is
+                        // during verbs calls and receive. GFP_ATOMIC.
+                        let skb = unsafe { b::ferroce_tx_alloc(dev.ndev(), len as u32) };
+                        nomem = skb.is_null();
+                        (!skb.is_null()).then_some((skb, len))
+                    } else {
+                        None
+                    };
+                    match skb {
                         None => None,
-                        Some(t) => {
-                            let av = match e.qp.qp_type() {
-                                QpType::Ud => st.ahs.get(t.ah as usize).copied().flatten().map(|a| a.av),
-                                QpType::Rc => e.path,
-                            };
-                            if e.note_request(buf.get(TX_HEADROOM..TX_HEADROOM.saturating_add(t.len))) {
-                                dev.count(Counter::TxRetransmit);
+                        Some((skb, len)) => {
+                            // SAFETY: the skb is linear with `len` bytes at
+                            // its data pointer and exclusively ours until
+                            // sent or freed.
+                            let buf = unsafe { core::slice::from_raw_parts_mut(b::ferroce_skb_data(skb), len) };
+                            let transport = buf.get_mut(TX_HEADROOM..len.saturating_sub(ICRC_LEN));
+                            let mut mem = Mem { mrs: &mut st.mrs, dev };
+                            match transport.and_then(|t| e.qp.poll_transmit(now, &mut mem, t)) {
+                                None => {
+                                    // SAFETY: unsent skb of ours.
+                                    unsafe { b::ferroce_kfree_skb(skb) };
+                                    None
+                                }
+                                Some(t) => {
+                                    let av = match e.qp.qp_type() {
+                                        QpType::Ud => st.ahs.get(t.ah as usize).copied().flatten().map(|a| a.av),
+                                        QpType::Rc => e.path,
+                                    };
+                                    if e.note_request(buf.get(TX_HEADROOM..TX_HEADROOM.saturating_add(t.len))) {
+                                        dev.count(Counter::TxRetransmit);
+                                    }
+                                    Some((t, av, e.qpn_source_port(t.dest_qpn), skb, buf))
+                                }
                             }
-                            Some((t, av, e.qpn_source_port(t.dest_qpn)))
                         }
                     }
                 }
             };
             drain(dev, st, qpn, 0, &mut notify);
-            let mut more = resize;
-            if out.is_none() && !resize {
+            let mut more = false;
+            if out.is_none() {
                 if let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
                     e.arm_timer();
-                    // Decided under the same lock a late kick took to leave
-                    // its note: nothing is lost. A process's QP that goes
-                    // idle asks for a doorbell, then looks at its ring once
-                    // more.
-                    more = core::mem::take(&mut e.tx_again) | crate::rings::idle(e);
-                    e.tx_busy = more;
+                    if nomem {
+                        // The timer (ACK timeout) or the next event retries.
+                        dev.count(Counter::TxNoMem);
+                        e.tx_busy = false;
+                    } else {
+                        // Decided under the same lock a late kick took to
+                        // leave its note: nothing is lost. A process's QP
+                        // that goes idle asks for a doorbell, then looks at
+                        // its ring once more.
+                        more = core::mem::take(&mut e.tx_again);
+                        match crate::rings::idle(e) {
+                            crate::rings::Idle::Recheck => more = true,
+                            crate::rings::Idle::Linger => {
+                                // SAFETY: as for the budget case above.
+                                unsafe { b::ferroce_work_queue(e.work) };
+                            }
+                            crate::rings::Idle::Stop => {}
+                        }
+                        e.tx_busy = more;
+                    }
                 }
             }
             (out, more)
         };
         notify.run();
-        let Some((t, av, sport)) = ready else {
-            // SAFETY: unsent skb of ours.
-            unsafe { b::ferroce_kfree_skb(skb) };
+        let Some((t, av, sport, skb, buf)) = ready else {
             if more {
                 continue;
             }

@@ -30,6 +30,12 @@ pub(crate) struct QpRings {
     sq_cons: u32,
     rq_cons: u32,
     need_db: bool,
+    /// Linger state (see [`idle`]): a look-again pass is queued; whether
+    /// it found requests; lingers in a row that found none; idle moments.
+    linger_armed: bool,
+    linger_found: bool,
+    useless_lingers: u32,
+    idles: u32,
     state: Option<QpState>,
     /// UD: the longest message (the path MTU fixed at creation).
     ud_max_msg: u32,
@@ -41,7 +47,22 @@ impl QpRings {
     /// doorbell.
     pub(crate) fn new(sq: UserRing, rq: Option<UserRing>, ud_max_msg: u32, pd: u32) -> Self {
         sq.set_kflags(b::FERROCE_RING_NEED_DB);
-        Self { sq, rq, sq_taken: 0, rq_taken: 0, sq_cons: 0, rq_cons: 0, need_db: true, state: None, ud_max_msg, pd }
+        Self {
+            sq,
+            rq,
+            sq_taken: 0,
+            rq_taken: 0,
+            sq_cons: 0,
+            rq_cons: 0,
+            need_db: true,
+            linger_armed: false,
+            linger_found: false,
+            useless_lingers: 0,
+            idles: 0,
+            state: None,
+            ud_max_msg,
+            pd,
+        }
     }
 }
 
@@ -157,6 +178,7 @@ pub(crate) fn pull_sq(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntr
     }
     if new > 0 {
         if let Some(r) = e.rings.as_mut() {
+            r.linger_found = true;
             if r.need_db {
                 r.need_db = false;
                 r.sq.set_kflags(0);
@@ -237,14 +259,55 @@ pub(crate) fn release(e: &mut QpEntry) {
     }
 }
 
-/// The sender found nothing to do: with nothing outstanding no ACK or
-/// timer will bring the kernel back, so ask for a doorbell, then look at
-/// the producer once more (true: new requests came, keep going).
-pub(crate) fn idle(e: &mut QpEntry) -> bool {
+/// What a sender that found nothing to do does next.
+pub(crate) enum Idle {
+    /// New requests arrived while it asked for a doorbell: go on.
+    Recheck,
+    /// Queue the QP's work item to look at the ring once more, without
+    /// asking for a doorbell.
+    Linger,
+    /// Stop (an ACK or timer comes back, or the doorbell was asked for).
+    Stop,
+}
+
+/// Lingers in a row that found nothing after which a QP stops lingering
+/// (a latency pattern: one request per round trip), and how often it then
+/// tries again.
+const LINGER_GIVE_UP: u32 = 4;
+const LINGER_PROBE_EVERY: u32 = 64;
+
+/// The sender found nothing to do. With requests outstanding an ACK or
+/// timer brings the kernel back. Otherwise the QP either lingers (its work
+/// item looks at the ring once more; a process streaming requests over a
+/// path that completes them at once, the loopback, keeps posting without
+/// system calls) or asks for a doorbell, then looks at the producer once
+/// more. Lingering continues while it finds requests and stops after
+/// [`LINGER_GIVE_UP`] fruitless passes, probing again every
+/// [`LINGER_PROBE_EVERY`] idle moments.
+pub(crate) fn idle(e: &mut QpEntry) -> Idle {
     if e.qp.send_queue_len() != 0 {
-        return false;
+        return Idle::Stop;
     }
-    let Some(r) = e.rings.as_mut() else { return false };
+    let Some(r) = e.rings.as_mut() else { return Idle::Stop };
+    let linger = if r.linger_armed {
+        // The end of a lingering pass (or of any pass after it).
+        r.linger_armed = false;
+        if r.linger_found {
+            r.useless_lingers = 0;
+            true
+        } else {
+            r.useless_lingers = r.useless_lingers.saturating_add(1);
+            false
+        }
+    } else {
+        r.idles = r.idles.wrapping_add(1);
+        r.useless_lingers < LINGER_GIVE_UP || r.idles % LINGER_PROBE_EVERY == 0
+    };
+    if linger {
+        r.linger_armed = true;
+        r.linger_found = false;
+        return Idle::Linger;
+    }
     if !r.need_db {
         r.need_db = true;
         r.sq.set_kflags(b::FERROCE_RING_NEED_DB);
@@ -252,5 +315,9 @@ pub(crate) fn idle(e: &mut QpEntry) -> bool {
     // SAFETY: a barrier (the flag before the index; the process does the
     // mirror image).
     unsafe { b::ferroce_smp_mb() };
-    r.sq.prod() != r.sq_taken
+    if r.sq.prod() != r.sq_taken {
+        Idle::Recheck
+    } else {
+        Idle::Stop
+    }
 }

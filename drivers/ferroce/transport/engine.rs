@@ -552,6 +552,35 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         }
     }
 
+    /// Whether [`Qp::poll_transmit`] may have a packet now. `false`
+    /// guarantees it has none and would change nothing, so the glue skips
+    /// allocating a buffer; `true` may still find nothing (a READ waiting
+    /// for `max_rd_atomic`, a fence).
+    pub fn may_transmit(&self, now: u64) -> bool {
+        match self.ty {
+            QpType::Ud => self.state == QpState::Rts && self.sq_at(self.req.req_seq).is_some_and(|s| s.status.is_none()),
+            QpType::Rc => {
+                if self.resp.final_nak.is_some() || (self.state.receives() && !self.resp.jobs.is_empty()) {
+                    return true;
+                }
+                if !matches!(self.state, QpState::Rts | QpState::Sqd) {
+                    return false;
+                }
+                if self.comp.rnr_until.is_some_and(|t| now < t) {
+                    return false;
+                }
+                let seq = self.req.req_seq;
+                if seq >= self.req.sent_seq {
+                    self.state == QpState::Rts
+                        && self.sq_at(seq).is_some_and(|s| s.status.is_none())
+                        && self.window_open()
+                } else {
+                    self.window_open() && self.sq_at(seq).is_some()
+                }
+            }
+        }
+    }
+
     /// Writes the next packet this QP wants to send into `buf` (at least
     /// [`pkt::tx_buffer_len`] of the path MTU; 4096 + 43 always suffices).
     /// RC responses go before new requests.

@@ -60,15 +60,26 @@ struct ferroce_alloc_ucontext_resp {
  * the QP with IBV_WC_WR_FLUSH_ERR. A process that scribbles over its own
  * rings can only break its own QPs and CQs.
  *
+ * Released slots: the SQ and RQ cons covers a work request before its
+ * completion is published in the CQ ring, so a process that reposts on
+ * seeing a completion finds the room.
+ *
  * Doorbells: the kernel looks at an SQ whenever it works on the QP (sending,
- * receiving an ACK, a timer). When it stops with nothing outstanding it sets
- * FERROCE_RING_NEED_DB in `kflags` and then looks at prod once more. After
- * publishing a WQE the provider issues a full memory barrier and reads
- * kflags and qp_state: if FERROCE_RING_NEED_DB is set, or the QP is in ERR
- * (so that the kernel flushes the new request), it rings the doorbell: a
- * post_send system call with an empty work-request list. The RQ's doorbell
- * (an empty post_recv) is needed only in ERR: the kernel takes receive WQEs
- * when a message needs one. SRQ posts need no doorbell.
+ * receiving an ACK, a timer, its work item). When it stops with nothing
+ * outstanding it may look once more a little later (its work item), and
+ * otherwise sets FERROCE_RING_NEED_DB in `kflags` and then looks at prod
+ * once more. After publishing a WQE the provider issues a full memory
+ * barrier and reads kflags and qp_state: if FERROCE_RING_NEED_DB is set, or
+ * the QP is in ERR or SQE (so that the kernel flushes the new request), it
+ * rings the doorbell: a post_send system call with an empty work-request
+ * list. The RQ's doorbell (an empty post_recv) is needed only in ERR: the
+ * kernel takes receive WQEs when a message needs one. SRQ posts need no
+ * doorbell.
+ *
+ * Starting values: a new ring's indices and flags are 0 except an SQ's
+ * kflags (FERROCE_RING_NEED_DB: the first post rings); a resized CQ ring
+ * starts with cons 0 and prod the number of completions moved into it.
+ * SRQs are not resized (modify_srq of max_wr is EOPNOTSUPP).
  *
  * A CQ whose ring was full has completions waiting in the kernel; the
  * kernel sets FERROCE_RING_CQ_WAITING in its kflags. A provider that finds

@@ -76,7 +76,7 @@ pub fn packets(len: u32, pmtu: u32) -> u32 {
 
 impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// Whether the window of unacknowledged PSNs has room.
-    fn window_open(&self) -> bool {
+    pub(crate) fn window_open(&self) -> bool {
         self.comp.una.distance_to(self.req.next_psn) < WINDOW
     }
 

@@ -344,7 +344,7 @@ fn run(net: &mut Net, a: &mut Side, b: &mut Side, limit_ns: u64, done: impl Fn(&
         for (s, link) in [(&mut *a, &mut net.ab), (&mut *b, &mut net.ba)] {
             s.qp.on_timer(net.now);
             for _ in 0..BURST {
-                let Some(t) = s.qp.poll_transmit(net.now, &mut s.mem, &mut buf) else { break };
+                let Some(t) = poll_checked(&mut s.qp, net.now, &mut s.mem, &mut buf) else { break };
                 link.send(&mut net.rng, net.now, &buf[..t.len]);
             }
         }
@@ -565,7 +565,7 @@ fn sim_rc_rnr_retry_7_is_infinite() {
         while net.now - start < 2_000_000 {
             for (s, link) in [(&mut a, &mut net.ab), (&mut b, &mut net.ba)] {
                 s.qp.on_timer(net.now);
-                while let Some(t) = s.qp.poll_transmit(net.now, &mut s.mem, &mut buf) {
+                while let Some(t) = poll_checked(&mut s.qp, net.now, &mut s.mem, &mut buf) {
                     link.send(&mut net.rng, net.now, &buf[..t.len]);
                 }
             }

@@ -234,11 +234,24 @@ pub fn recv_wr(wr_id: u64, list: &[(u64, u32, u32)]) -> RecvWqe {
     RecvWqe { wr_id, sg_list, num_sge }
 }
 
+/// `poll_transmit`, checking `may_transmit` against it: a "no" must mean
+/// no packet and no change of state.
+pub fn poll_checked(qp: &mut TestQp, now: u64, mem: &mut VecMemory, buf: &mut [u8]) -> Option<ferroce_transport::engine::Transmit> {
+    let may = qp.may_transmit(now);
+    let (state, sq) = (qp.state(), qp.send_queue_len());
+    let r = qp.poll_transmit(now, mem, buf);
+    if !may {
+        assert!(r.is_none(), "may_transmit said no, poll_transmit sent a packet");
+        assert_eq!((qp.state(), qp.send_queue_len()), (state, sq), "may_transmit said no, poll_transmit changed the QP");
+    }
+    r
+}
+
 /// Every packet `qp` wants to send now.
 pub fn drain_tx(qp: &mut TestQp, now: u64, mem: &mut VecMemory) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut buf = vec![0u8; 4096 + 64];
-    while let Some(t) = qp.poll_transmit(now, mem, &mut buf) {
+    while let Some(t) = poll_checked(qp, now, mem, &mut buf) {
         out.push(buf[..t.len].to_vec());
         assert!(out.len() < 100_000, "transmit loop");
     }
