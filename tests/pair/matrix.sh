@@ -247,7 +247,6 @@ client_step() {
 	check "$PAIRING IPv$v $tool: $prog $*" run_ok "$c" "$s" "$prog" "$@"
 	[ "$_fails" = "$before" ] || res=fail
 	grep -E 'iters in|^ *[0-9]+ +[0-9]+ +[0-9.]+ ' /tmp/cli.log | sed 's/^/    /'
-	# shellcheck disable=SC2046
 	echo "MATRIX $PAIRING IPv$v $tool $res $(numbers "$prog") $((SECONDS - t0))s"
 }
 
