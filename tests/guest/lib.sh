@@ -105,6 +105,82 @@ veth_namespaces() {
 	ip -n b link set vb up
 }
 
+# wait_gid DEV ADDRESS-REGEX: the GID index of ADDRESS's RoCE v2 GID, once
+# the device has it (GIDs appear shortly after `rdma link add`)
+wait_gid() {
+	local i g
+	for i in $(seq 50); do
+		g=$(gid_index "$1" "$2")
+		[ -n "$g" ] && { echo "$g"; return 0; }
+		sleep 0.2
+	done
+	return 1
+}
+
+# check_capture PCAP SRC...: every RoCEv2 packet in PCAP whose source address
+# is one of SRC (IPv4 or IPv6, as tshark prints them) must decode as
+# InfiniBand with no malformed-packet or expert warning (IP and UDP checksums
+# verified) and carry a correct ICRC, computed here independently of ferroce.
+# Packets of other sources are only counted. Prints a summary; sets
+# CAPTURE_OURS to the number of packets from SRC.
+# tshark's heuristic dissectors for InfiniBand payloads (Ethernet over IB,
+# EoIB, SDP, iSER, ...) are turned off: they guess a protocol from the
+# payload's bytes, and perftest's data (a 2-byte RDMA WRITE of ib_write_lat
+# with 2 pad bytes of zero looks like an Ethertype and a zero "reserved"
+# field) then decodes as a truncated IPv4, VLAN or CRTP packet, "malformed"
+# whoever sent it. The headers (BTH, RETH, AETH, AtomicETH, DETH, ImmDt) and
+# the checksums are still checked.
+check_capture() {
+	local pcap=$1; shift
+	local srcs=" $* " fields bad icrc noheur
+	noheur=$(tshark -G heuristic-decodes 2>/dev/null | awk -F '\t' '$1 == "infiniband.payload" { printf " --disable-heuristic %s", $5 }')
+	# shellcheck disable=SC2086
+	fields=$(tshark -n $noheur -r "$pcap" -o ip.check_checksum:TRUE -o udp.check_checksum:TRUE -T fields -E separator=' ' \
+		-E occurrence=f -e ip.src -e ipv6.src -e infiniband.bth.opcode -e _ws.malformed -e _ws.expert.message 2>&1 |
+		grep -v '^Running as user')
+	# (one of ip.src and ipv6.src is empty: awk's $1 is the source either way)
+	echo "$fields" | awk '{ print $1 }' | sort | uniq -c | sed 's/^/    packets from /'
+	CAPTURE_OURS=$(echo "$fields" | awk -v s="$srcs" 'index(s, " " $1 " ")' | grep -c .)
+	bad=$(echo "$fields" | awk -v s="$srcs" 'index(s, " " $1 " ") && (NF != 2 || $2 !~ /^[0-9]+$/)')
+	if [ -n "$bad" ]; then
+		echo "    packets from$srcs that do not decode cleanly ($(echo "$bad" | grep -c .)):"
+		echo "$bad" | sort | uniq -c | sort -rn | head -10 | sed 's/^/    /'
+	fi
+	icrc=$(python3 - "$pcap" "$@" <<'PY'
+import ipaddress, struct, sys, zlib
+d = open(sys.argv[1], "rb").read()
+ours = {ipaddress.ip_address(a) for a in sys.argv[2:]}
+off, n, mine, bad = 24, 0, 0, []
+while off + 16 <= len(d):
+    cap = struct.unpack("<I", d[off + 8:off + 12])[0]
+    fr = d[off + 16:off + 16 + cap]
+    off += 16 + cap
+    n += 1
+    ip = fr[14:]
+    if ip[0] >> 4 == 4:
+        ihl = (ip[0] & 15) * 4
+        ip = ip[:struct.unpack(">H", ip[2:4])[0]]
+        m = bytearray(ip); m[1] = m[8] = m[10] = m[11] = 0xFF
+        src = ipaddress.ip_address(bytes(ip[12:16]))
+    else:
+        ihl = 40
+        ip = ip[:40 + struct.unpack(">H", ip[4:6])[0]]
+        m = bytearray(ip); m[0] |= 0x0F; m[1] = m[2] = m[3] = m[7] = 0xFF
+        src = ipaddress.ip_address(bytes(ip[8:24]))
+    if src not in ours:
+        continue
+    mine += 1
+    m[ihl + 6] = m[ihl + 7] = 0xFF   # UDP checksum
+    m[ihl + 12] = 0xFF               # BTH resv8a
+    if zlib.crc32(b"\xff" * 8 + bytes(m[:-4])).to_bytes(4, "little") != ip[-4:]:
+        bad.append(f"frame {n}")
+print(f"{mine} of {n} packets checked, {len(bad)} bad ICRC", *bad[:10])
+PY
+)
+	echo "    ICRC: $icrc"
+	[ "$CAPTURE_OURS" -gt 0 ] && [ -z "$bad" ] && [[ $icrc == "$CAPTURE_OURS of "*", 0 bad ICRC" ]]
+}
+
 finish() {
 	echo "guest test $(basename "$0"): $((_count - _fails)) of $_count checks passed"
 	[ "$_fails" = 0 ]

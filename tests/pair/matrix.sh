@@ -1,0 +1,308 @@
+#!/bin/bash
+# tests/pair/matrix.sh ROLE DRIVER: one side of the two-guest interop matrix
+# (issue 7). ROLE is client (guest A) or server (guest B), DRIVER is ferroce
+# or rxe: the device the side creates on eth1, the link to the other guest.
+# tools/vm pair takes two files, so it runs through one-line wrappers:
+#
+#   tools/vm pair tests/pair/a_ferroce.sh tests/pair/b_rxe.sh      # ferroce -> rxe
+#   tools/vm pair tests/pair/a_rxe.sh tests/pair/b_ferroce.sh      # rxe -> ferroce
+#   tools/vm pair tests/pair/a_ferroce.sh tests/pair/b_ferroce.sh  # ferroce -> ferroce
+#
+# The client runs every tool's client towards the server's IPv4 address (the
+# tools' own TCP exchange); the RDMA traffic uses the IPv4 GIDs, then the
+# IPv6 GIDs: ibv_ud_pingpong -c, ibv_rc_pingpong -c, ib_send_bw (RC, and UD),
+# ib_write_bw, ib_read_bw, ib_atomic_bw and ib_write_lat. Then, with netem
+# loss, delay and reordering on the client's eth1, ibv_rc_pingpong -c and
+# ib_write_bw over IPv4.
+#
+# The two sides keep in step over a TCP control connection of their own on
+# eth1 (port 7471; busybox nc listens on the server, bash's /dev/tcp connects
+# on the client): for each run the server starts its tool, and once the tool
+# listens says "ready"; the client runs its side and answers "done STATUS";
+# the server answers with its tool's status. The client counts each run as
+# one check (both sides must succeed, and perftest's report must count every
+# iteration) and prints one machine-readable line per run:
+#
+#   MATRIX <pairing> <IPv4|IPv6> <tool> pass|fail <number> <unit> <seconds>s
+#
+# which tools/matrix-table collects into the results table. Each ferroce side
+# also captures its eth1 during the runs on the clean link and checks that
+# every packet it sent decodes in tshark without a malformed-packet, checksum
+# or other expert warning and carries a correct ICRC (one check and one
+# MATRIX line "<pairing> - capture/<role> ... <n> packets").
+. "$(dirname "$0")/../guest/lib.sh"
+
+ROLE=$1 DRV=$2
+T=${MATRIX_TIMEOUT:-120}	# seconds for one tool run
+N=${MATRIX_ITERS:-200}		# iterations of each run
+# UD is unreliable and perftest's UD server waits for every message: a burst
+# must fit what the link between the guests holds while the receiving guest
+# is descheduled (a host UDP socket of QEMU's, about 80 datagrams of 1 KiB by
+# default), or a datagram dropped on the host hangs the server
+NUD=${MATRIX_UD_ITERS:-50}
+CTL=7471
+NETEM="loss 5% delay 1ms reorder 10% 50%"
+case $ROLE in client | server) ;; *) echo "usage: $0 client|server ferroce|rxe" >&2; exit 2 ;; esac
+
+# --- the device ----------------------------------------------------------------------
+case $DRV in
+ferroce)
+	DEV=fr1
+	check "ferroce device $DEV on eth1" rdma link add $DEV type ferroce netdev eth1
+	;;
+rxe)
+	DEV=rxe1
+	check "rdma_rxe module loads" modprobe rdma_rxe
+	check "rxe device $DEV on eth1" rdma link add $DEV type rxe netdev eth1
+	;;
+*) echo "usage: $0 client|server ferroce|rxe" >&2; exit 2 ;;
+esac
+modprobe sch_netem
+G4=$(wait_gid $DEV "::ffff:${FERROCE_SELF_IP//./\\.}")
+G6=$(wait_gid $DEV "$FERROCE_SELF_IP6")
+echo "$DEV on eth1 ($FERROCE_SELF_IP, $FERROCE_SELF_IP6): GID indices IPv4 $G4, IPv6 $G6"
+check "$DEV has RoCE v2 GIDs for $FERROCE_SELF_IP and $FERROCE_SELF_IP6" test -n "$G4" -a -n "$G6"
+ibv_devinfo -d $DEV | grep -E 'hca_id|state|active_mtu'
+
+# --- the control connection ----------------------------------------------------------
+if [ $ROLE = server ]; then
+	coproc NC { exec busybox nc -l -p $CTL; }
+	IN=${NC[0]} OUT=${NC[1]}
+else
+	# the peer may still be booting (a TCG boot is retried once after 240 s)
+	for i in $(seq 600); do
+		{ exec 3<>/dev/tcp/$FERROCE_PEER_IP/$CTL; } 2>/dev/null && break
+		sleep 1
+	done
+	IN=3 OUT=3
+fi
+send() { echo "$*" >&$OUT; }
+# recv TIMEOUT: the next line from the peer in $MSG (as words)
+recv() {
+	local line
+	read -r -t "$1" -u $IN line || { echo "control connection: nothing from the peer in $1 s"; return 1; }
+	read -ra MSG <<<"$line"
+}
+send hello $DRV
+recv 600 && [ "${MSG[0]}" = hello ]
+check "control connection with the peer guest ($FERROCE_PEER_IP:$CTL)" test $? = 0
+PEERDRV=${MSG[1]:-unknown}
+if [ $ROLE = client ]; then PAIRING=$DRV-\>$PEERDRV CLIDRV=$DRV; else PAIRING=$PEERDRV-\>$DRV CLIDRV=$PEERDRV; fi
+# netem goes on the client's eth1: the requester's packets (SENDs, WRITEs,
+# READ requests) are lost and reordered, so the client's driver retransmits
+# and the server's driver sees the gaps; the same for every pairing
+NETEM_ROLE=client
+echo "pairing $PAIRING (this guest: $ROLE, $DRV); netem on the $NETEM_ROLE's eth1"
+
+# --- the runs ------------------------------------------------------------------------
+# STEPS: "PHASE V TOOL PROG ARGS...", the same list on both sides. perftest
+# sets the requester's max_rd_atomic to the peer's max_qp_rd_atom: rdma_rxe
+# has 128, ferroce 16, and both refuse more than their own, so both sides get
+# -o 16 for READ and atomics.
+STEPS=()
+for v in 4 6; do
+	STEPS+=("clean $v ibv_ud_pingpong ibv_ud_pingpong -c -n $N -s 1024"
+		"clean $v ibv_rc_pingpong ibv_rc_pingpong -c -n $N -s 4096"
+		"clean $v ib_send_bw/RC ib_send_bw -n $N"
+		"clean $v ib_send_bw/UD ib_send_bw -c UD -s 1024 -n $NUD"
+		"clean $v ib_write_bw ib_write_bw -n $N"
+		"clean $v ib_read_bw ib_read_bw -o 16 -n $N")
+	if [ $v = 4 ]; then
+		STEPS+=("clean $v ib_atomic_bw/CAS ib_atomic_bw -o 16 -A CMP_AND_SWAP -n $N")
+	else
+		STEPS+=("clean $v ib_atomic_bw/FAA ib_atomic_bw -o 16 -A FETCH_AND_ADD -n $N")
+	fi
+	STEPS+=("clean $v ib_write_lat ib_write_lat -n $N")
+done
+STEPS+=("netem 4 netem:ibv_rc_pingpong ibv_rc_pingpong -c -n $N -s 4096"
+	"netem 4 netem:ib_write_bw ib_write_bw -n $N")
+
+# listening PID: a socket of PID's network namespace listens on TCP port
+# 18515 (0x4853), where pingpong and perftest servers wait (bash builtins
+# only: process starts are slow under TCG)
+listening() {
+	local f sl l rem st rest
+	for f in /proc/$1/net/tcp /proc/$1/net/tcp6; do
+		[ -r "$f" ] || continue
+		while read -r sl l rem st rest; do
+			[[ $l == *:4853 && $st == 0A ]] && return 0
+		done <"$f"
+	done
+	return 1
+}
+# wait_pid PID SECONDS: wait for PID, killing it after SECONDS; its status
+wait_pid() {
+	local i
+	for i in $(seq $(($2 * 10))); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill "$1" 2>/dev/null
+	wait "$1"
+}
+# gidflag PROG: the tool's option for the GID index
+gidflag() { case $1 in ibv_*) echo -g ;; *) echo -x ;; esac; }
+gid() { if [ "$1" = 4 ]; then echo "$G4"; else echo "$G6"; fi; }
+
+# server_step K V PROG ARGS...
+server_step() {
+	local k=$1 v=$2 prog=$3; shift 3
+	local spid s cal i
+	while :; do
+		timeout "$T" "$prog" -d $DEV "$(gidflag "$prog")" "$(gid $v)" "$@" >/tmp/srv.log 2>&1 &
+		spid=$!
+		for i in $(seq 300); do
+			listening $spid && break
+			kill -0 $spid 2>/dev/null || break
+			sleep 0.1
+		done
+		if listening $spid; then send ready $k; else send noserver $k; fi
+		recv $((T + 120)) || { kill $spid; wait $spid; return 1; }
+		# the client failed: its server may wait for a connection that never comes
+		if [ "${MSG[2]:-1}" = 0 ]; then wait_pid $spid $((T + 10)); else wait_pid $spid 10; fi
+		s=$?
+		cal=0
+		grep -q "Can't produce a report" /tmp/srv.log && cal=1
+		send srv $k $s $cal
+		if [ $s != 0 ]; then
+			echo "--- run $k: server $prog $* failed (exit $s):"
+			cat /tmp/srv.log
+		fi
+		recv 60 || return 1
+		[ "${MSG[0]}" = again ] || return 0
+		echo "--- run $k: again (perftest could not calibrate its clock)"
+	done
+}
+
+# numbers PROG: "NUMBER UNIT" from the client's report
+numbers() {
+	case $1 in
+	ibv_*) awk '/iters in .* seconds =/ { print $(NF - 1), $NF; f = 1 } END { if (!f) print "- -" }' /tmp/cli.log ;;
+	*_lat) awk '/t_typical/ { getline; print $5, "usec"; f = 1; exit } END { if (!f) print "- -" }' /tmp/cli.log ;;
+	*) awk '/BW average/ { u = $0; sub(/.*BW average\[/, "", u); sub(/\].*/, "", u); sub(/sec$/, "s", u)
+		getline; print $4, u; f = 1; exit } END { if (!f) print "- -" }' /tmp/cli.log ;;
+	esac
+}
+# run_ok C S PROG ARGS...: both sides succeeded and the client's report
+# counts every iteration
+run_ok() {
+	local c=$1 s=$2 prog=$3; shift 3
+	local sz=2 n=1000
+	case $prog in ib_atomic_*) sz=8 ;; ib_send_bw | ib_write_bw | ib_read_bw) sz=65536 ;; esac
+	while [ $# -gt 0 ]; do
+		case $1 in -s) sz=$2 ;; -n) n=$2 ;; esac
+		shift
+	done
+	if [ "$c" != 0 ] || [ "$s" != 0 ]; then
+		echo "client exit $c, server exit $s"
+		cat /tmp/cli.log
+		return 1
+	fi
+	case $prog in
+	ibv_*) grep -q "^$n iters in" /tmp/cli.log && return 0 ;;
+	*) grep -Eq "^ *$sz +$n " /tmp/cli.log && return 0 ;;
+	esac
+	echo "the client's report does not count $n iterations of $sz bytes:"
+	cat /tmp/cli.log
+	return 1
+}
+
+# client_step K V TOOL PROG ARGS...: one check and one MATRIX line
+CTL_OK=1
+client_step() {
+	local k=$1 v=$2 tool=$3 prog=$4; shift 4
+	local t0=$SECONDS c s=- try=1 a res=pass
+	while [ $CTL_OK = 1 ]; do
+		c=99 s=-
+		echo -n >/tmp/cli.log
+		if ! recv $((T + 180)); then
+			CTL_OK=0
+			break
+		fi
+		if [ "${MSG[0]}" = ready ]; then
+			# retry only the connect phase
+			for a in 1 2 3; do
+				timeout "$T" "$prog" -d $DEV "$(gidflag "$prog")" "$(gid $v)" "$@" "$FERROCE_PEER_IP" >/tmp/cli.log 2>&1 3<&-
+				c=$?
+				grep -qiE "couldn't connect|unable to open file descriptor" /tmp/cli.log || break
+				sleep 1
+			done
+		else
+			echo "the server's $prog did not listen" >/tmp/cli.log
+		fi
+		send done $k $c
+		recv $((T + 30)) || { CTL_OK=0; break; }
+		s=${MSG[2]}
+		if [ "$c$s" != 00 ] && [ $try = 1 ] && { [ "${MSG[3]}" = 1 ] || grep -q "Can't produce a report" /tmp/cli.log; }; then
+			echo "--- perftest could not calibrate its clock (emulated, loaded host): running $tool again"
+			send again $k
+			try=2
+			continue
+		fi
+		send next $k
+		break
+	done
+	[ $CTL_OK = 1 ] || echo "control connection to the server lost" >>/tmp/cli.log
+	local before=$_fails
+	check "$PAIRING IPv$v $tool: $prog $*" run_ok "$c" "$s" "$prog" "$@"
+	[ "$_fails" = "$before" ] || res=fail
+	grep -E 'iters in|^ *[0-9]+ +[0-9]+ +[0-9.]+ ' /tmp/cli.log | sed 's/^/    /'
+	echo "MATRIX $PAIRING IPv$v $tool $res $(numbers "$prog") $((SECONDS - t0))s"
+}
+
+if [ $DRV = ferroce ]; then
+	counters() { rdma statistic show link "$DEV/1" | tr ' ' '\n' | grep . | awk 'NR > 2 && NR % 2 == 0 { print n, $1 } { n = $1 }'; }
+	deltas() { awk 'NR == FNR { a[$1] = $2; next } $2 != a[$1] { printf " %s +%d", $1, $2 - a[$1] } END { print "" }' "$1" "$2"; }
+	counters >/tmp/c0
+	# a large capture buffer: dumpcap under TCG falls behind a bandwidth run
+	dumpcap -i eth1 -B 128 -F pcap -f 'udp port 4791' -w /tmp/pair.pcap >/tmp/dumpcap.log 2>&1 &
+	cpid=$!
+	for i in $(seq 150); do grep -q 'Capturing on' /tmp/dumpcap.log && break; sleep 0.2; done
+fi
+echo "setup done after $SECONDS s; ${#STEPS[@]} runs"
+phase=clean
+k=0
+for st in "${STEPS[@]}"; do
+	k=$((k + 1))
+	set -- $st
+	if [ "$1" != "$phase" ]; then
+		phase=$1
+		echo "clean link done after $SECONDS s"
+		if [ -n "${cpid:-}" ]; then kill -INT $cpid; wait $cpid; cpid=; fi
+		if [ $DRV = ferroce ]; then
+			counters >/tmp/c1
+			echo "counters of $DEV that changed on the clean link:$(deltas /tmp/c0 /tmp/c1)"
+		fi
+		[ $ROLE = $NETEM_ROLE ] && check "netem on eth1: $NETEM" tc qdisc add dev eth1 root netem $NETEM
+	fi
+	if [ $ROLE = server ]; then
+		server_step $k $2 "${@:4}" || { echo "control connection to the client lost at run $k"; break; }
+	else
+		client_step $k $2 "${@:3}"
+	fi
+done
+echo "runs done after $SECONDS s"
+if [ $ROLE = $NETEM_ROLE ]; then
+	q=$(tc -s qdisc show dev eth1)
+	echo "$q"
+	expect "netem dropped packets on eth1" 'dropped [1-9]' "$q"
+	tc qdisc del dev eth1 root
+fi
+if [ $DRV = ferroce ]; then
+	[ -n "${cpid:-}" ] && { kill -INT $cpid; wait $cpid; }
+	counters >/tmp/c2
+	echo "counters of $DEV that changed under netem:$(deltas /tmp/c1 /tmp/c2)"
+	tr '\r' '\n' </tmp/dumpcap.log | grep -v '^Packets: [0-9]*$'
+	# dumpcap's own losses (it cannot keep up): what it missed is not checked
+	drops=$(tr '\r' '\n' </tmp/dumpcap.log | sed -n "s|.*received/dropped on interface 'eth1': [0-9]*/\([0-9]*\).*|\1|p")
+	[ "${drops:-0}" = 0 ] || echo "WARNING: the capture missed $drops packets (dumpcap fell behind); the check covers the packets captured"
+	t0=$SECONDS res=pass before=$_fails
+	check "$PAIRING: every packet $DEV ($ROLE) sent on the clean link decodes cleanly in tshark, correct ICRC" \
+		check_capture /tmp/pair.pcap "$FERROCE_SELF_IP" "$FERROCE_SELF_IP6"
+	[ "$_fails" = "$before" ] || res=fail
+	echo "MATRIX $PAIRING - capture/$ROLE $res ${CAPTURE_OURS:-0} packets $((SECONDS - t0))s"
+fi
+dmesg | grep -iE 'rxe|ferroce' | tail -10
+check "rdma link delete $DEV" rdma link delete $DEV
+echo "matrix ($ROLE) done after $SECONDS s"
+finish
