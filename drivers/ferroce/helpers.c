@@ -416,3 +416,5 @@ struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs)
 {
 	return attrs ? &attrs->driver_udata : NULL;
 }
+#include <linux/delay.h>
+void ferroce_udelay(unsigned long us) { udelay(us); }

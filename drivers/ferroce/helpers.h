@@ -146,3 +146,4 @@ void ferroce_smp_mb(void);
 void ferroce_ring_read(void *dst, const void *src, size_t len);
 struct uverbs_attr_bundle;
 struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs);
+void ferroce_udelay(unsigned long us);

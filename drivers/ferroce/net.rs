@@ -579,7 +579,33 @@ pub(crate) unsafe extern "C" fn qp_work(w: *mut b::work_struct) {
     // SAFETY: the work item is the `work` field of a live FerroceQp (work
     // is cancelled before the QP is freed).
     let (dev, qpn) = unsafe { crate::objects::qp_of_work(w) };
+    linger_wait(dev, qpn);
     kick(dev, qpn, KICK_BUDGET_TASK);
+}
+
+/// How long a lingering QP's work item waits for the process to post
+/// more (see `rings::idle`).
+const LINGER_NS: u64 = 100_000;
+
+/// A lingering QP's work item: waits (at most `LINGER_NS`) until the
+/// process has posted more before the kick that takes it, so that a
+/// process streaming requests finds the kernel still looking at its ring.
+fn linger_wait(dev: &FerroceDevice, qpn: u32) {
+    let start = now_ns();
+    loop {
+        {
+            let mut st = dev.state.lock();
+            let Some(e) = st.qp(qpn) else { return };
+            if !crate::rings::waiting_for_more(e) {
+                return;
+            }
+        }
+        if now_ns().saturating_sub(start) > LINGER_NS {
+            return;
+        }
+        // SAFETY: a short busy wait in process context.
+        unsafe { b::ferroce_udelay(2) };
+    }
 }
 
 /// Local packets one pass of `deliver_local` hands to the receive path

@@ -259,6 +259,12 @@ pub(crate) fn release(e: &mut QpEntry) {
     }
 }
 
+/// A lingering QP whose ring has nothing new yet (its work item waits a
+/// little for the process's next request).
+pub(crate) fn waiting_for_more(e: &QpEntry) -> bool {
+    e.rings.as_ref().is_some_and(|r| r.linger_armed && r.sq.prod() == r.sq_taken)
+}
+
 /// What a sender that found nothing to do does next.
 pub(crate) enum Idle {
     /// New requests arrived while it asked for a doorbell: go on.
@@ -278,9 +284,9 @@ const LINGER_PROBE_EVERY: u32 = 64;
 
 /// The sender found nothing to do. With requests outstanding an ACK or
 /// timer brings the kernel back. Otherwise the QP either lingers (its work
-/// item looks at the ring once more; a process streaming requests over a
-/// path that completes them at once, the loopback, keeps posting without
-/// system calls) or asks for a doorbell, then looks at the producer once
+/// item waits a little, `net::linger_wait`, and looks at the ring once
+/// more; a process streaming requests over a path that completes them at
+/// once, the loopback, keeps posting without system calls) or asks for a doorbell, then looks at the producer once
 /// more. Lingering continues while it finds requests and stops after
 /// [`LINGER_GIVE_UP`] fruitless passes, probing again every
 /// [`LINGER_PROBE_EVERY`] idle moments.
