@@ -5,7 +5,10 @@
 # UDP port 4791, which one namespace allows only once); server and client
 # run in that namespace on the same device, as loopback.
 # Writes build/bench/raw.txt: "RESULT <test> <driver> <round> <value>" lines.
+# Arguments: ROUNDS (default 3) and, optionally, the tests to run
+# (comma-separated names, all when absent).
 . "$(dirname "$0")/../tests/guest/lib.sh"
+. "$(dirname "$0")/bench-lib.sh"
 ROUNDS=${1:-3}
 OUT=/ferroce/build/bench
 mkdir -p "$OUT"
@@ -40,36 +43,18 @@ for _ in range(5):
 print(f"RESULT memcpy guest 0 {best:.1f}")
 PY
 
-# name | unit | better | perftest arguments
-TESTS=(
-	"send_bw_64k|MiB/s|higher|ib_send_bw -s 65536 -n 1000"
-	"send_bw_4k|MiB/s|higher|ib_send_bw -s 4096 -n 5000"
-	"write_bw_64k|MiB/s|higher|ib_write_bw -s 65536 -n 1000"
-	"write_bw_4k|MiB/s|higher|ib_write_bw -s 4096 -n 5000"
-	"read_bw_64k|MiB/s|higher|ib_read_bw -s 65536 -n 1000"
-	"ud_send_bw_mtu|MiB/s|higher|ib_send_bw -c UD -s 1024 -n 5000"
-	"msg_rate_64|Mpps|higher|ib_write_bw -s 64 -q 4 -n 5000"
-	"write_lat_2|usec|lower|ib_write_lat -s 2 -n 2000"
-	"send_lat_2|usec|lower|ib_send_lat -s 2 -n 2000"
-)
-printf '%s\n' "${TESTS[@]}" | sed 's/^/TEST /' >>"$OUT/raw.txt"
+bench_select "$2"
+printf '%s\n' "${BENCH_TESTS[@]}" | sed 's/^/TEST /' >>"$OUT/raw.txt"
 
 for round in $(seq "$ROUNDS"); do
-	for t in "${TESTS[@]}"; do
+	for t in "${BENCH_TESTS[@]}"; do
 		IFS='|' read -r name unit better cmd <<<"$t"
 		# alternate which driver goes first, round by round
 		order="rxe fr"; [ $((round % 2)) = 0 ] && order="fr rxe"
 		for drv in $order; do
 			set -- $cmd
 			if pingpong $drv $drv 10.88.0.1 "$@" -d "${DEV[$drv]}" -x "${GID[$drv]}" >/tmp/run.log 2>&1; then
-				if [ "$unit" = usec ]; then
-					# t_typical of the latency table
-					v=$(awk '/t_typical/ {getline; print $5; exit}' /tmp/cli.log)
-				elif [ "$unit" = Mpps ]; then
-					v=$(awk '/MsgRate/ {getline; print $5; exit}' /tmp/cli.log)
-				else
-					v=$(awk '/BW average/ {getline; print $4; exit}' /tmp/cli.log)
-				fi
+				v=$(bench_value "$unit" /tmp/cli.log)
 				log "round $round $name $drv: $v $unit"
 				echo "RESULT $name $drv $round $v" >>"$OUT/raw.txt"
 			else

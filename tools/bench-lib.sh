@@ -1,0 +1,39 @@
+# Sourced by the guest scripts of `make bench` (tools/bench-guest.sh, one
+# guest, loopback; tools/bench-pair.sh, two guests): the one list of tests
+# both measure, and how a number is read from perftest's report.
+# shellcheck shell=bash
+
+# name | unit | better | perftest arguments (the scripts add the device,
+# the GID index and, for the client, the server's address)
+BENCH_TESTS=(
+	"send_bw_64k|MiB/s|higher|ib_send_bw -s 65536 -n 1000"
+	"send_bw_4k|MiB/s|higher|ib_send_bw -s 4096 -n 5000"
+	"write_bw_64k|MiB/s|higher|ib_write_bw -s 65536 -n 1000"
+	"write_bw_4k|MiB/s|higher|ib_write_bw -s 4096 -n 5000"
+	"read_bw_64k|MiB/s|higher|ib_read_bw -s 65536 -n 1000"
+	"ud_send_bw_mtu|MiB/s|higher|ib_send_bw -c UD -s 1024 -n 5000"
+	"msg_rate_64|Mpps|higher|ib_write_bw -s 64 -q 4 -n 5000"
+	"write_lat_2|usec|lower|ib_write_lat -s 2 -n 2000"
+	"send_lat_2|usec|lower|ib_send_lat -s 2 -n 2000"
+)
+
+# bench_select [NAMES]: keep in BENCH_TESTS only the tests named in NAMES
+# (comma- or space-separated; FERROCE_BENCH_TESTS of tools/bench, for short
+# development runs); all of them when NAMES is empty
+bench_select() {
+	[ -n "${1:-}" ] || return 0
+	local t keep=() want=" ${1//,/ } "
+	for t in "${BENCH_TESTS[@]}"; do
+		[[ $want == *" ${t%%|*} "* ]] && keep+=("$t")
+	done
+	BENCH_TESTS=("${keep[@]}")
+}
+
+# bench_value UNIT LOG: the number perftest's client reported in LOG
+bench_value() {
+	case $1 in
+	usec) awk '/t_typical/ { getline; print $5; exit }' "$2" ;;	# t_typical of the latency table
+	Mpps) awk '/MsgRate/ { getline; print $5; exit }' "$2" ;;
+	*) awk '/BW average/ { getline; print $4; exit }' "$2" ;;
+	esac
+}
