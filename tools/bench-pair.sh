@@ -1,0 +1,233 @@
+#!/bin/bash
+# tools/bench-pair.sh client|server: one side of the two-guest part of
+# `make bench`. tools/bench runs it through `tools/vm pair` and one-line
+# wrappers: guest A is the client (tests/pair/bench_a.sh), guest B the
+# server (tests/pair/bench_b.sh). Both sides walk the same list of runs:
+# for each round, each test of tools/bench-lib.sh, and each driver (the
+# order alternating from round to round, as in the one-guest bench), one
+# perftest run rxe->rxe or ferroce->ferroce across the link.
+#
+# The arrangement: rdma_rxe and ferroce both bind UDP port 4791, which one
+# network namespace allows only once, and eth1 is the only link between the
+# guests. So each guest gives each driver a macvlan device on eth1 (its own
+# MAC address on the same wire) in a network namespace of its own, with an
+# address of its own: 10.98.1.x for rdma_rxe, 10.98.2.x for ferroce (x = 1
+# in guest A, 2 in B). Both devices then live side by side for the whole
+# run, like the two namespaces of the one-guest bench, and the runs can
+# alternate test by test; no device is created or deleted between runs.
+#
+# The two sides keep in step over a TCP control connection on eth1 itself
+# (port 7472, the root namespace), as tests/pair/matrix.sh does: the server
+# starts its tool and says "ready" once it listens; the client runs its
+# side and answers "done K STATUS"; the server answers "srv K STATUS CAL"
+# with its tool's status; the client says "next" (or "again" once, when
+# perftest could not calibrate its clock). Every tool runs under `timeout`.
+#
+# Guest A writes build/bench/raw-pair.txt: TEST and RESULT lines as in
+# build/bench/raw.txt, test names suffixed _2g. tools/bench writes the
+# settings to build/bench/pair.conf first: ROUNDS, TESTS (the tests to run,
+# all when empty), TIMEOUT (seconds for one tool run) and UD_ITERS.
+. "$(dirname "$0")/../tests/guest/lib.sh"
+. "$(dirname "$0")/bench-lib.sh"
+ROLE=$1
+case $ROLE in client | server) ;; *) echo "usage: $0 client|server" >&2; exit 2 ;; esac
+ROUNDS=3 TESTS= TIMEOUT=180 UD_ITERS=50
+[ -r /ferroce/build/bench/pair.conf ] && . /ferroce/build/bench/pair.conf
+bench_select "$TESTS"
+OUT=/ferroce/build/bench
+RAW=$OUT/raw-pair.txt
+CTL=7472
+log() { echo "[bench-pair $ROLE $SECONDS s] $*"; }
+
+# UD is unreliable and perftest's UD server waits for every message: the
+# link is two UDP sockets of QEMU's on the host, which drop datagrams when a
+# guest falls behind (about 80 datagrams of 1 KiB fit), and a lost datagram
+# leaves the server waiting until its timeout. Across the link the UD test
+# is short (UD_ITERS messages) and bounded; a run that loses a datagram is
+# recorded as failed.
+UD_TIMEOUT=60
+
+# --- the devices -----------------------------------------------------------------------
+me=${FERROCE_SELF_IP##*.} peer=${FERROCE_PEER_IP##*.}
+declare -A SUBNET=([rxe]=1 [fr]=2) DEV=([rxe]=rxe2 [fr]=fr2) TYPE=([rxe]=rxe [fr]=ferroce) GID
+modprobe rdma_rxe
+modprobe macvlan
+for d in rxe fr; do
+	ip netns add $d
+	ip -n $d link set lo up
+	ip link add mv$d link eth1 type macvlan mode bridge
+	ip link set mv$d netns $d
+	ip -n $d addr add 10.98.${SUBNET[$d]}.$me/24 dev mv$d
+	ip -n $d link set mv$d up
+	ip netns exec $d rdma link add ${DEV[$d]} type ${TYPE[$d]} netdev mv$d
+	GID[$d]=$(wait_gid ${DEV[$d]} "::ffff:10\\.98\\.${SUBNET[$d]}\\.$me")
+	if [ -z "${GID[$d]}" ]; then
+		echo "no RoCE v2 GID for 10.98.${SUBNET[$d]}.$me on ${DEV[$d]}"
+		ip -n $d addr
+		exit 1
+	fi
+done
+log "devices: rxe2 (10.98.1.$me) GID ${GID[rxe]}, fr2 (10.98.2.$me) GID ${GID[fr]}"
+
+# --- the control connection --------------------------------------------------------------
+if [ $ROLE = server ]; then
+	coproc NC { exec busybox nc -l -p $CTL; }
+	IN=${NC[0]} OUT_FD=${NC[1]}
+else
+	# the peer may still be booting (a TCG boot is retried once after 240 s)
+	for _ in $(seq 600); do
+		{ exec 3<>/dev/tcp/$FERROCE_PEER_IP/$CTL; } 2>/dev/null && break
+		sleep 1
+	done
+	IN=3 OUT_FD=3
+fi
+send() { echo "$*" >&"$OUT_FD"; }
+# recv SECONDS: the next line from the peer, as words in MSG
+recv() {
+	local line
+	read -r -t "$1" -u "$IN" line || { log "control connection: nothing from the peer in $1 s"; return 1; }
+	read -ra MSG <<<"$line"
+}
+send hello
+if ! recv 600 || [ "${MSG[0]}" != hello ]; then
+	log "no control connection with the peer guest"
+	exit 1
+fi
+log "control connection with $FERROCE_PEER_IP:$CTL"
+
+# listening PID: a socket of PID's network namespace listens on TCP port
+# 18515 (0x4853), where perftest's server waits (bash builtins only:
+# process starts are slow under TCG)
+listening() {
+	local f sl l rem st rest
+	for f in /proc/$1/net/tcp /proc/$1/net/tcp6; do
+		[ -r "$f" ] || continue
+		while read -r sl l rem st rest; do
+			[[ $l == *:4853 && $st == 0A ]] && return 0
+		done <"$f"
+	done
+	return 1
+}
+# wait_pid PID SECONDS: wait for PID, killing it after SECONDS; its status
+wait_pid() {
+	local i
+	for i in $(seq $(($2 * 10))); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill "$1" 2>/dev/null
+	wait "$1"
+}
+
+# server_run K DRV T PROG ARGS...
+server_run() {
+	local k=$1 d=$2 t=$3; shift 3
+	local spid s cal
+	while :; do
+		ip netns exec $d timeout "$t" "$@" -d ${DEV[$d]} -x ${GID[$d]} >/tmp/srv.log 2>&1 &
+		spid=$!
+		for _ in $(seq 300); do
+			listening $spid && break
+			kill -0 $spid 2>/dev/null || break
+			sleep 0.1
+		done
+		if listening $spid; then send ready $k; else send noserver $k; fi
+		recv $((t + 120)) || { kill $spid; wait $spid; return 1; }
+		# a client that failed may leave its server waiting for a connection
+		if [ "${MSG[2]:-1}" = 0 ]; then wait_pid $spid $((t + 10)); else wait_pid $spid 10; fi
+		s=$?
+		cal=0
+		grep -q "Can't produce a report" /tmp/srv.log && cal=1
+		send srv $k $s $cal
+		if [ $s != 0 ]; then
+			log "run $k: server $* on ${DEV[$d]} failed (exit $s):"
+			tail -n 5 /tmp/srv.log
+		fi
+		recv 60 || return 1
+		[ "${MSG[0]}" = again ] || return 0
+	done
+}
+
+# client_run K DRV T PROG ARGS...: the client's status and the server's in
+# C and S, the client's report in /tmp/cli.log
+client_run() {
+	local k=$1 d=$2 t=$3; shift 3
+	local try=1
+	while :; do
+		C=99 S=-
+		: >/tmp/cli.log
+		recv $((t + 180)) || return 1
+		if [ "${MSG[0]}" = ready ]; then
+			# retry only the connect phase
+			for _ in 1 2 3; do
+				ip netns exec $d timeout "$t" "$@" -d ${DEV[$d]} -x ${GID[$d]} 10.98.${SUBNET[$d]}.$peer \
+					>/tmp/cli.log 2>&1 3<&-
+				C=$?
+				grep -qiE "couldn't connect|unable to open file descriptor" /tmp/cli.log || break
+				sleep 1
+			done
+		else
+			echo "the server's $1 did not listen" >/tmp/cli.log
+		fi
+		send done $k $C
+		recv $((t + 30)) || return 1
+		S=${MSG[2]}
+		if [ "$C$S" != 00 ] && [ $try = 1 ] && { [ "${MSG[3]}" = 1 ] || grep -q "Can't produce a report" /tmp/cli.log; }; then
+			log "run $k: perftest could not calibrate its clock (emulated, loaded host): again"
+			send again $k
+			try=2
+			continue
+		fi
+		send next $k
+		return 0
+	done
+}
+
+# --- the runs ----------------------------------------------------------------------------
+if [ $ROLE = client ]; then
+	mkdir -p "$OUT"
+	: >"$RAW"
+fi
+ok=1 k=0
+for round in $(seq "$ROUNDS"); do
+	for t in "${BENCH_TESTS[@]}"; do
+		IFS='|' read -r name unit better cmd <<<"$t"
+		tmo=$TIMEOUT
+		if [[ $cmd == *"-c UD"* ]]; then
+			cmd=$(sed "s/-n [0-9]*/-n $UD_ITERS/" <<<"$cmd")
+			tmo=$UD_TIMEOUT
+		fi
+		[ $ROLE = client ] && [ $round = 1 ] && echo "TEST ${name}_2g|$unit|$better|$cmd" >>"$RAW"
+		order="rxe fr"; [ $((round % 2)) = 0 ] && order="fr rxe"
+		for d in $order; do
+			k=$((k + 1))
+			[ $ok = 1 ] || { [ $ROLE = client ] && echo "RESULT ${name}_2g $d $round failed" >>"$RAW"; continue; }
+			if [ $ROLE = server ]; then
+				# shellcheck disable=SC2086
+				server_run $k $d $tmo $cmd || { log "control connection to the client lost at run $k"; ok=0; }
+				continue
+			fi
+			t0=$SECONDS
+			# shellcheck disable=SC2086
+			client_run $k $d $tmo $cmd || { log "control connection to the server lost at run $k"; ok=0; }
+			v=
+			[ "$C$S" = 00 ] && v=$(bench_value "$unit" /tmp/cli.log)
+			if [ -n "$v" ]; then
+				log "round $round ${name}_2g $d: $v $unit ($((SECONDS - t0)) s)"
+				echo "RESULT ${name}_2g $d $round $v" >>"$RAW"
+			else
+				log "round $round ${name}_2g $d: FAILED (client exit $C, server exit $S; $((SECONDS - t0)) s)"
+				tail -n 5 /tmp/cli.log
+				echo "RESULT ${name}_2g $d $round failed" >>"$RAW"
+			fi
+		done
+	done
+done
+log "runs done"
+# the drivers' counters: retransmissions show what the link's drops cost
+for d in rxe fr; do ip netns exec $d rdma statistic show link ${DEV[$d]}/1 | tr -s ' \n' ' '; echo; done
+for d in rxe fr; do
+	ip netns exec $d rdma link delete ${DEV[$d]}
+	ip netns del $d
+done
+exit 0
