@@ -1,6 +1,13 @@
 #!/usr/bin/env python3
-"""Turns build/bench/raw.txt (written in the guest by tools/bench-guest.sh)
-into results/bench.json, a table on stdout and results/bench.png.
+"""Turns the raw files of `make bench` into results/bench.json, a table on
+stdout and results/bench.png:
+
+    tools/bench-report.py RAW... OUTDIR
+
+build/bench/raw.txt (one guest, loopback; written by tools/bench-guest.sh)
+and build/bench/raw-pair.txt (across two guests; written by guest A of
+tools/bench-pair.sh, test names suffixed _2g). A raw file that is missing is
+skipped with a note.
 
 Each measurement is reported as the median of its rounds, with min and max;
 ratio is ferroce / rxe (higher is better for bandwidth and message rate,
@@ -11,10 +18,18 @@ import statistics
 import sys
 from pathlib import Path
 
-raw, outdir = Path(sys.argv[1]), Path(sys.argv[2])
+if len(sys.argv) < 3:
+    sys.exit("usage: bench-report.py RAW... OUTDIR")
+raws, outdir = [Path(a) for a in sys.argv[1:-1]], Path(sys.argv[-1])
 outdir.mkdir(parents=True, exist_ok=True)
+lines = []
+for raw in raws:
+    if raw.exists():
+        lines += raw.read_text().splitlines()
+    else:
+        print(f"{raw}: missing (that part did not run or did not start)")
 tests, runs, memcpy = {}, {}, None
-for line in raw.read_text().splitlines():
+for line in lines:
     f = line.split()
     if line.startswith("TEST "):
         name, unit, better, cmd = line[5:].split("|", 3)
@@ -52,17 +67,19 @@ def fmt(x):
     return "-" if x is None else f"{x:.3g}" if abs(x) < 100 else f"{x:.0f}"
 
 print(f"guest copy bandwidth (physical reference): {fmt(memcpy)} MiB/s" if memcpy else "guest copy bandwidth: not measured")
-print(f"{'test':16} {'unit':6} {'rxe (min..max)':24} {'ferroce (min..max)':24} {'ratio':>7}  goal")
+print(f"{'test':18} {'unit':6} {'rxe (min..max)':26} {'ferroce (min..max)':26} {'ratio':>7}  goal")
 goals = {"send_bw_64k": (">=", 3), "write_bw_64k": (">=", 3), "msg_rate_64": (">=", 3), "ud_send_bw_mtu": (">=", 3),
          "write_lat_2": ("<=", 0.5), "send_lat_2": ("<=", 0.5)}
 for r in rows:
-    span = lambda d: f"{fmt(r[d])} ({fmt(r['min'][d])}..{fmt(r['max'][d])})"
-    g = goals.get(r["test"])
+    def span(d):
+        nf = sum(v is None for v in r["runs"][d])  # failed rounds
+        return f"{fmt(r[d])} ({fmt(r['min'][d])}..{fmt(r['max'][d])})" + (f" {nf} failed" if nf else "")
+    g = goals.get(r["test"].removesuffix("_2g"))
     gs = ""
     if g and r["ratio"] is not None:
         met = r["ratio"] >= g[1] if g[0] == ">=" else r["ratio"] <= g[1]
         gs = f"{g[0]}{g[1]}x {'met' if met else 'not met'}"
-    print(f"{r['test']:16} {r['unit']:6} {span('rxe'):24} {span('ferroce'):24} {fmt(r['ratio']):>7}  {gs}")
+    print(f"{r['test']:18} {r['unit']:6} {span('rxe'):26} {span('ferroce'):26} {fmt(r['ratio']):>7}  {gs}")
 
 try:
     import matplotlib
@@ -71,15 +88,20 @@ try:
 except ImportError:
     print("matplotlib not available: no plot (tools/bench installs it into a venv in the cache)")
     sys.exit(0)
-names = [r["test"] for r in rows if r["ratio"] is not None]
-ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
-colors = ["tab:green" if (r["better"] == "higher") == (r["ratio"] >= 1) else "tab:red" for r in rows if r["ratio"] is not None]
-fig, ax = plt.subplots(figsize=(9, 4.5))
-ax.barh(names, ratios, color=colors)
+shown = [r for r in rows if r["ratio"] is not None]
+names = [r["test"] for r in shown]
+ratios = [r["ratio"] for r in shown]
+colors = ["tab:green" if (r["better"] == "higher") == (r["ratio"] >= 1) else "tab:red" for r in shown]
+fig, ax = plt.subplots(figsize=(9, 1.5 + 0.35 * max(len(shown), 1)))
+bars = ax.barh(names, ratios, color=colors)
+for b, r in zip(bars, shown):
+    if r["test"].endswith("_2g"):
+        b.set_hatch("//")  # across two guests
+ax.invert_yaxis()  # the tests in the table's order
 ax.axvline(1.0, color="black", linewidth=1)
 ax.set_xscale("log")
 ax.set_xlabel("ferroce / rdma_rxe (median of rounds; log scale). Green: ferroce better")
-ax.set_title("ferroce vs rdma_rxe, same guest run (loopback, QEMU TCG)")
+ax.set_title("ferroce vs rdma_rxe under QEMU TCG: loopback in one guest; _2g (hatched): across two guests", fontsize=10)
 for i, v in enumerate(ratios):
     ax.text(v, i, f" {v:.2f}x", va="center")
 fig.tight_layout()
