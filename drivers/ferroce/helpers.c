@@ -418,3 +418,5 @@ struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs)
 }
 #include <linux/delay.h>
 void ferroce_udelay(unsigned long us) { udelay(us); }
+#include <linux/crc32.h>
+u32 ferroce_crc32_le(u32 crc, const u8 *p, size_t len) { return crc32_le(crc, p, len); }

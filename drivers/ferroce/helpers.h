@@ -147,3 +147,4 @@ void ferroce_ring_read(void *dst, const void *src, size_t len);
 struct uverbs_attr_bundle;
 struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs);
 void ferroce_udelay(unsigned long us);
+u32 ferroce_crc32_le(u32 crc, const u8 *p, size_t len);

@@ -259,61 +259,59 @@ pub(crate) fn release(e: &mut QpEntry) {
     }
 }
 
-/// A lingering QP whose ring has nothing new yet (its work item waits a
-/// little for the process's next request).
+/// Whether a lingering QP's ring still has nothing new (its work item
+/// waits a little longer for the process's next request).
 pub(crate) fn waiting_for_more(e: &QpEntry) -> bool {
-    e.rings.as_ref().is_some_and(|r| r.linger_armed && r.sq.prod() == r.sq_taken)
+    e.rings.as_ref().is_some_and(|r| r.linger_armed && !r.linger_found && r.sq.prod() == r.sq_taken)
 }
 
 /// What a sender that found nothing to do does next.
 pub(crate) enum Idle {
     /// New requests arrived while it asked for a doorbell: go on.
     Recheck,
-    /// Queue the QP's work item to look at the ring once more, without
-    /// asking for a doorbell.
+    /// Queue the QP's work item to linger: wait a little for the process's
+    /// next request and look again, without asking for a doorbell.
     Linger,
-    /// Stop (an ACK or timer comes back, or the doorbell was asked for).
+    /// Stop (an ACK, a timer or a queued linger comes back, or the
+    /// doorbell was asked for).
     Stop,
 }
 
 /// Lingers in a row that found nothing after which a QP stops lingering
-/// (a latency pattern: one request per round trip), and how often it then
-/// tries again.
+/// (a pattern of one request per round trip, where the doorbell is the
+/// cheaper wake-up), and how often it then tries again.
 const LINGER_GIVE_UP: u32 = 4;
 const LINGER_PROBE_EVERY: u32 = 64;
 
 /// The sender found nothing to do. With requests outstanding an ACK or
-/// timer brings the kernel back. Otherwise the QP either lingers (its work
-/// item waits a little, `net::linger_wait`, and looks at the ring once
-/// more; a process streaming requests over a path that completes them at
-/// once, the loopback, keeps posting without system calls) or asks for a doorbell, then looks at the producer once
-/// more. Lingering continues while it finds requests and stops after
-/// [`LINGER_GIVE_UP`] fruitless passes, probing again every
+/// timer brings the kernel back. Otherwise the QP lingers (its work item
+/// waits a little, `net::linger_wait`, and looks at the ring again: a
+/// process streaming requests over a path that completes them at once,
+/// the loopback, keeps posting without system calls), or asks for a
+/// doorbell and looks at the producer once more. A QP stops lingering after
+/// [`LINGER_GIVE_UP`] fruitless lingers in a row and probes again every
 /// [`LINGER_PROBE_EVERY`] idle moments.
 pub(crate) fn idle(e: &mut QpEntry) -> Idle {
     if e.qp.send_queue_len() != 0 {
         return Idle::Stop;
     }
     let Some(r) = e.rings.as_mut() else { return Idle::Stop };
-    let linger = if r.linger_armed {
-        // The end of a lingering pass (or of any pass after it).
-        r.linger_armed = false;
-        if r.linger_found {
-            r.useless_lingers = 0;
-            true
-        } else {
-            r.useless_lingers = r.useless_lingers.saturating_add(1);
-            false
-        }
-    } else {
-        r.idles = r.idles.wrapping_add(1);
-        r.useless_lingers < LINGER_GIVE_UP || r.idles % LINGER_PROBE_EVERY == 0
-    };
-    if linger {
+    if r.linger_armed {
+        // The queued linger decides.
+        return Idle::Stop;
+    }
+    r.idles = r.idles.wrapping_add(1);
+    if r.useless_lingers < LINGER_GIVE_UP || r.idles % LINGER_PROBE_EVERY == 0 {
         r.linger_armed = true;
         r.linger_found = false;
         return Idle::Linger;
     }
+    ask_doorbell(r)
+}
+
+/// Sets FERROCE_RING_NEED_DB, then looks at the producer once more (the
+/// process publishes, then looks at the flag: one side sees the other).
+fn ask_doorbell(r: &mut QpRings) -> Idle {
     if !r.need_db {
         r.need_db = true;
         r.sq.set_kflags(b::FERROCE_RING_NEED_DB);
@@ -325,5 +323,22 @@ pub(crate) fn idle(e: &mut QpEntry) -> Idle {
         Idle::Recheck
     } else {
         Idle::Stop
+    }
+}
+
+/// The end of a linger (its work item waited): whether it found requests
+/// decides whether the QP keeps lingering; without any, the doorbell is
+/// asked for.
+pub(crate) fn linger_done(e: &mut QpEntry) {
+    let Some(r) = e.rings.as_mut() else { return };
+    if !r.linger_armed {
+        return;
+    }
+    r.linger_armed = false;
+    if r.linger_found || r.sq.prod() != r.sq_taken {
+        r.useless_lingers = 0;
+    } else {
+        r.useless_lingers = r.useless_lingers.saturating_add(1);
+        let _ = ask_doorbell(r);
     }
 }
