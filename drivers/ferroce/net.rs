@@ -744,7 +744,19 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) {
         }
         let rc = e.qp.qp_type() == QpType::Rc;
         drain(dev, st, qpn, ipv, &mut notify);
-        rc
+        // The send side runs only when it may have something to do: most
+        // packets of a stream leave nothing to answer, and a kick would
+        // take the lock twice to find that out.
+        rc && match st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
+            None => false,
+            Some(e) => {
+                let go = e.tx_busy || e.qp.may_transmit(now_ns()) || crate::rings::unsettled(e);
+                if !go {
+                    e.arm_timer();
+                }
+                go
+            }
+        }
     };
     notify.run();
     if let Some(srq) = srq_event {

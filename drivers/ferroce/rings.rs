@@ -265,6 +265,15 @@ pub(crate) fn waiting_for_more(e: &QpEntry) -> bool {
     e.rings.as_ref().is_some_and(|r| r.linger_armed && !r.linger_found && r.sq.prod() == r.sq_taken)
 }
 
+/// Whether a process's QP needs its sender to look at the SQ ring: new
+/// requests, or an idle send side that has neither asked for a doorbell nor
+/// queued a linger yet.
+pub(crate) fn unsettled(e: &QpEntry) -> bool {
+    e.rings
+        .as_ref()
+        .is_some_and(|r| r.sq.prod() != r.sq_taken || (!r.need_db && !r.linger_armed))
+}
+
 /// What a sender that found nothing to do does next.
 pub(crate) enum Idle {
     /// New requests arrived while it asked for a doorbell: go on.
