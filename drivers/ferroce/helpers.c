@@ -420,3 +420,4 @@ struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs)
 void ferroce_udelay(unsigned long us) { udelay(us); }
 #include <linux/crc32.h>
 u32 ferroce_crc32_le(u32 crc, const u8 *p, size_t len) { return crc32_le(crc, p, len); }
+void ferroce_usleep(unsigned long min_us, unsigned long max_us) { usleep_range(min_us, max_us); }

@@ -591,8 +591,8 @@ pub(crate) unsafe extern "C" fn qp_work(w: *mut b::work_struct) {
 }
 
 /// How long a lingering QP's work item waits for the process to post
-/// more (see `rings::idle`).
-const LINGER_NS: u64 = 100_000;
+/// more (see `rings::idle`), sleeping 10-20 us at a time.
+const LINGER_NS: u64 = 200_000;
 
 /// A lingering QP's work item: waits (at most `LINGER_NS`) until the
 /// process has posted more before the kick that takes it, so that a
@@ -608,8 +608,9 @@ fn linger_wait(dev: &FerroceDevice, qpn: u32) {
                 return;
             }
         }
-        // SAFETY: a short busy wait in process context.
-        unsafe { b::ferroce_udelay(2) };
+        // SAFETY: a short sleep in process context (the work item): the
+        // process whose next request we wait for may need this very CPU.
+        unsafe { b::ferroce_usleep(10, 20) };
     }
 }
 
