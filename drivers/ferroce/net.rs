@@ -592,7 +592,7 @@ pub(crate) unsafe extern "C" fn qp_work(w: *mut b::work_struct) {
 
 /// How long a lingering QP's work item waits for the process to post
 /// more (see `rings::idle`), sleeping 10-20 us at a time.
-const LINGER_NS: u64 = 200_000;
+const LINGER_NS: u64 = 300_000;
 
 /// A lingering QP's work item: waits (at most `LINGER_NS`) until the
 /// process has posted more before the kick that takes it, so that a
