@@ -5,7 +5,7 @@
 #   make check    every test: host (transport engine) and guest; ends "N passed, N failed"
 #   make build    the module and provider, built in the sysroot
 #   make module   the module against your own CONFIG_RUST kernel: make module KDIR=/lib/modules/$(uname -r)/build
-#   make bench    rdma_rxe vs ferroce, same guest, same perftest commands: table, results/bench.{json,png}
+#   make bench    rdma_rxe vs ferroce, same perftest commands, in one guest (loopback) and across two guests: table, results/bench.{json,png}
 #   make fuzz     a long fuzzing run of the transport engine's receive path
 #   make shell    an interactive guest with the module and provider
 .PHONY: all build demo check bench module fuzz shell clean
