@@ -63,13 +63,13 @@ wait_listen() {
 # pingpong CLIENT_NS SERVER_NS SERVER_IP ARGS...: run a server and a client.
 # perftest refuses to report when its calibration of the CPU clock is too
 # noisy ("Can't produce a report", common under emulation on a loaded host);
-# such a run says nothing about the device and is retried once.
+# such a run says nothing about the device and is retried (up to three runs).
 pingpong() {
 	local try
-	for try in 1 2; do
+	for try in 1 2 3; do
 		_pingpong_once "$@" && return 0
 		grep -q "Can't produce a report" /tmp/srv.log /tmp/cli.log || return 1
-		echo "--- perftest could not calibrate its clock (emulated, loaded host): retrying once"
+		echo "--- perftest could not calibrate its clock (emulated, loaded host): run $try of 3"
 	done
 	return 1
 }

@@ -80,7 +80,9 @@ cp /etc/libibverbs.d/ferroce.driver /tmp/ferroce.driver.orig
 echo "driver /ferroce/build/userspace/abi-mismatch/libferroce" >/etc/libibverbs.d/ferroce.driver
 out=$(ibv_devinfo -d fr0 2>&1); st=$?
 echo "$out"
-expect "provider refuses another ABI with a clear message" 'uverbs ABI version 1, this provider speaks version 999' "$out"
+# the module's version, as the ABI header defines it
+abi=$(sed -n 's/^#define FERROCE_UVERBS_ABI_VERSION \([0-9]*\)$/\1/p' /ferroce/include/uapi/rdma/ferroce-abi.h)
+expect "provider refuses another ABI with a clear message" "uverbs ABI version $abi, this provider speaks version 999" "$out"
 check_fails "  ...and the tool fails" test "$st" = 0
 cp /tmp/ferroce.driver.orig /etc/libibverbs.d/ferroce.driver
 
