@@ -95,29 +95,6 @@ if ! recv 600 || [ "${MSG[0]}" != hello ]; then
 fi
 log "control connection with $FERROCE_PEER_IP:$CTL"
 
-# listening PID: a socket of PID's network namespace listens on TCP port
-# 18515 (0x4853), where perftest's server waits (bash builtins only:
-# process starts are slow under TCG)
-listening() {
-	local f sl l rem st rest
-	for f in /proc/$1/net/tcp /proc/$1/net/tcp6; do
-		[ -r "$f" ] || continue
-		while read -r sl l rem st rest; do
-			[[ $l == *:4853 && $st == 0A ]] && return 0
-		done <"$f"
-	done
-	return 1
-}
-# wait_pid PID SECONDS: wait for PID, killing it after SECONDS; its status
-wait_pid() {
-	local i
-	for i in $(seq $(($2 * 10))); do
-		kill -0 "$1" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill "$1" 2>/dev/null
-	wait "$1"
-}
 
 # server_run K DRV T PROG ARGS...
 server_run() {

@@ -71,19 +71,6 @@ check "all four GIDs found" test -n "${GID[rxe4]}" -a -n "${GID[rxe6]}" -a -n "$
 ibv_devinfo -d rxa | grep -E 'hca_id|state|active_mtu'
 ibv_devinfo -d frb | grep -E 'hca_id|state|active_mtu'
 
-# listening PID: a socket of PID's network namespace listens on TCP port
-# 18515 (0x4853), where pingpong and perftest servers wait; bash builtins
-# only, no process started per poll (process starts are slow under TCG)
-listening() {
-	local f sl l rem st rest
-	for f in /proc/$1/net/tcp /proc/$1/net/tcp6; do
-		[ -r "$f" ] || continue
-		while read -r sl l rem st rest; do
-			[[ $l == *:4853 && $st == 0A ]] && return 0
-		done <"$f"
-	done
-	return 1
-}
 # _xpair_once CLI SRV V GIDFLAG PROG ARGS...: server PROG on device SRV in
 # its namespace, then the client on device CLI towards the server's IPv4
 # address; the RDMA traffic uses the IPv$V GIDs. Full logs only on failure.

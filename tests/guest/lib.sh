@@ -60,6 +60,29 @@ wait_listen() {
 	echo "nothing listens on TCP port $1" >&2
 	return 1
 }
+# listening PID: a socket of PID's network namespace listens on TCP port
+# 18515 (0x4853), where pingpong and perftest servers wait (bash builtins
+# only, no process started per poll: process starts are slow under TCG)
+listening() {
+	local f sl l rem st rest
+	for f in /proc/$1/net/tcp /proc/$1/net/tcp6; do
+		[ -r "$f" ] || continue
+		while read -r sl l rem st rest; do
+			[[ $l == *:4853 && $st == 0A ]] && return 0
+		done <"$f"
+	done
+	return 1
+}
+# wait_pid PID SECONDS: wait for PID, killing it after SECONDS; its status
+wait_pid() {
+	local i
+	for i in $(seq $(($2 * 10))); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill "$1" 2>/dev/null
+	wait "$1"
+}
 # pingpong CLIENT_NS SERVER_NS SERVER_IP ARGS...: run a server and a client.
 # perftest refuses to report when its calibration of the CPU clock is too
 # noisy ("Can't produce a report", common under emulation on a loaded host);

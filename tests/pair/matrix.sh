@@ -117,29 +117,6 @@ done
 STEPS+=("netem 4 netem:ibv_rc_pingpong ibv_rc_pingpong -c -n $N -s 4096"
 	"netem 4 netem:ib_write_bw ib_write_bw -n $N")
 
-# listening PID: a socket of PID's network namespace listens on TCP port
-# 18515 (0x4853), where pingpong and perftest servers wait (bash builtins
-# only: process starts are slow under TCG)
-listening() {
-	local f sl l rem st rest
-	for f in /proc/$1/net/tcp /proc/$1/net/tcp6; do
-		[ -r "$f" ] || continue
-		while read -r sl l rem st rest; do
-			[[ $l == *:4853 && $st == 0A ]] && return 0
-		done <"$f"
-	done
-	return 1
-}
-# wait_pid PID SECONDS: wait for PID, killing it after SECONDS; its status
-wait_pid() {
-	local i
-	for i in $(seq $(($2 * 10))); do
-		kill -0 "$1" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill "$1" 2>/dev/null
-	wait "$1"
-}
 # gidflag PROG: the tool's option for the GID index
 gidflag() { case $1 in ibv_*) echo -g ;; *) echo -x ;; esac; }
 gid() { if [ "$1" = 4 ]; then echo "$G4"; else echo "$G6"; fi; }
