@@ -26,7 +26,7 @@ use super::super::ring::Storage;
 use super::super::sg;
 use super::super::verbs::{WcStatus, WrOpcode};
 use super::super::wire::{AethSyndrome, NakCode, Operation, Psn};
-use super::{ack_timeout_ns, rnr_timer_ns, RNR_RETRY_INFINITE};
+use super::{ack_timeout_ns, rnr_timer_ns, MIN_CWND, RNR_RETRY_INFINITE, WINDOW};
 
 /// Completer state.
 #[derive(Clone, Copy, Debug, Default)]
@@ -46,6 +46,12 @@ pub struct CompState {
     /// PSN the requester went back to after a gap, implied NAK or sequence
     /// NAK; the same event is not acted on again until progress.
     pub(crate) rewound_at: Option<Psn>,
+    /// Congestion window in packets (0: not yet reduced, [`WINDOW`]):
+    /// halved on each loss the requester acts on, grown by one per window
+    /// of acknowledged packets, between [`MIN_CWND`] and [`WINDOW`].
+    pub(crate) cwnd: u32,
+    /// Packets acknowledged towards the next growth step.
+    pub(crate) cwnd_acc: u32,
 }
 
 /// An ACK reached past a READ or atomic whose response is missing.
@@ -89,6 +95,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             self.comp.una = self.req.psn_hi;
         }
         if self.comp.una != before {
+            self.grow_cwnd(before.distance_to(self.comp.una));
             self.progress(now);
         }
         res
@@ -114,7 +121,40 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     fn rewind_once(&mut self, psn: Psn) {
         if self.comp.rewound_at != Some(psn) {
             self.comp.rewound_at = Some(psn);
+            self.on_loss();
             self.seek(psn);
+        }
+    }
+
+    /// The packets in flight the requester allows now.
+    pub(crate) fn cwnd(&self) -> u32 {
+        if self.comp.cwnd == 0 {
+            WINDOW
+        } else {
+            self.comp.cwnd.clamp(MIN_CWND, WINDOW)
+        }
+    }
+
+    /// A loss (sequence NAK, implied NAK, local ACK timeout): every loss
+    /// costs the packets in flight after it (the responder drops them), so
+    /// the window halves (multiplicative decrease) and a path that drops
+    /// bursts (a full socket buffer, a slow receiver) is not overrun again.
+    fn on_loss(&mut self) {
+        self.comp.cwnd = (self.cwnd() / 2).max(MIN_CWND);
+        self.comp.cwnd_acc = 0;
+    }
+
+    /// `acked` packets newly acknowledged: one more packet of window per
+    /// window's worth (additive increase).
+    fn grow_cwnd(&mut self, acked: u32) {
+        let w = self.cwnd();
+        if w >= WINDOW {
+            return;
+        }
+        self.comp.cwnd_acc = self.comp.cwnd_acc.saturating_add(acked);
+        if self.comp.cwnd_acc >= w {
+            self.comp.cwnd_acc = self.comp.cwnd_acc.saturating_sub(w);
+            self.comp.cwnd = w.saturating_add(1).min(WINDOW);
         }
     }
 
@@ -320,6 +360,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         }
         self.comp.retry_left = self.comp.retry_left.saturating_sub(1);
         self.comp.rewound_at = Some(self.comp.una);
+        self.on_loss();
         self.seek(self.comp.una);
         self.comp.ack_deadline = ack_timeout_ns(self.attr.timeout).map(|t| now.saturating_add(t));
     }

@@ -19,6 +19,9 @@ pub const MAX_MESSAGE: u32 = 1 << 31;
 /// the go-back-N cost of one loss.
 pub const WINDOW: u32 = 128;
 
+/// The smallest congestion window (packets in flight) after losses.
+pub const MIN_CWND: u32 = 8;
+
 /// The requester sets AckReq on the last packet of every message and on
 /// every `ACK_REQ_EVERY`-th packet within a long one, so the window keeps
 /// moving.

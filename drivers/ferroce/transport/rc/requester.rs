@@ -24,7 +24,7 @@ use super::super::ring::Storage;
 use super::super::sg::{self, SgError};
 use super::super::verbs::{send_flags, WcStatus, WrOpcode};
 use super::super::wire::{Opcode, Psn};
-use super::{ack_timeout_ns, ACK_REQ_EVERY, MAX_MESSAGE, WINDOW};
+use super::{ack_timeout_ns, ACK_REQ_EVERY, MAX_MESSAGE};
 
 /// Requester progress through the send queue.
 #[derive(Clone, Copy, Debug, Default)]
@@ -77,7 +77,7 @@ pub fn packets(len: u32, pmtu: u32) -> u32 {
 impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// Whether the window of unacknowledged PSNs has room.
     pub(crate) fn window_open(&self) -> bool {
-        self.comp.una.distance_to(self.req.next_psn) < WINDOW
+        self.comp.una.distance_to(self.req.next_psn) < self.cwnd()
     }
 
     /// Whether the WQE may start now: fences wait for earlier READs and

@@ -195,6 +195,38 @@ fn rc_requester_goes_back_n_from_naked_psn() {
     assert_eq!(all_cqes(&mut r.b).1.len(), 4, "each send delivered once");
 }
 
+/// A loss halves the packets the requester keeps in flight (AIMD: a path
+/// that drops bursts is not overrun again); the rest completes.
+#[test]
+fn rc_loss_halves_the_window_then_everything_completes() {
+    let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, sq: 256, ..RcParams::default() });
+    // 200 one-packet WRITEs (MTU 256): the window bounds the first burst.
+    for i in 0..200 {
+        r.a.post_send(&write(&r, i, 16, 0x3_0000)).unwrap();
+    }
+    let first = drain_tx(&mut r.a, 0, &mut r.ma);
+    assert_eq!(first.len(), 128, "full window before any loss");
+    // The first packet is lost: the responder NAKs the gap once.
+    for x in &first[1..] {
+        deliver(&mut r.b, 0, &mut r.mb, x);
+    }
+    for x in &drain_tx(&mut r.b, 0, &mut r.mb) {
+        deliver(&mut r.a, 0, &mut r.ma, x);
+    }
+    let again = drain_tx(&mut r.a, 0, &mut r.ma);
+    assert_eq!(again.len(), 64, "window halved after the loss");
+    assert_eq!(p(&again[0]).h.psn.value(), PSN_A, "go back to the lost PSN");
+    // Everything from here on arrives: the exchange completes all 200 and
+    // the window grows again.
+    for x in &again {
+        deliver(&mut r.b, 0, &mut r.mb, x);
+    }
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let (s, _) = all_cqes(&mut r.a);
+    assert_eq!(s.len(), 200);
+    assert!(!r.a.may_transmit(0));
+}
+
 #[test]
 fn rc_nak_invalid_request_on_opcode_sequence_error_moves_both_to_error() {
     let mut r = setup();
