@@ -12,8 +12,8 @@
 # tools' own TCP exchange); the RDMA traffic uses the IPv4 GIDs, then the
 # IPv6 GIDs: ibv_ud_pingpong -c, ibv_rc_pingpong -c, ib_send_bw (RC, and UD),
 # ib_write_bw, ib_read_bw, ib_atomic_bw and ib_write_lat. Then, with netem
-# loss, delay and reordering on the client's eth1, ibv_rc_pingpong -c and
-# ib_write_bw over IPv4.
+# loss, delay and reordering on the client's eth1, ibv_rc_pingpong -c,
+# ib_write_bw and ib_read_bw over IPv4.
 #
 # The two sides keep in step over a TCP control connection of their own on
 # eth1 (port 7471; busybox nc listens on the server, bash's /dev/tcp connects
@@ -91,7 +91,7 @@ if [ $ROLE = client ]; then PAIRING=$DRV-\>$PEERDRV CLIDRV=$DRV; else PAIRING=$P
 # netem goes on the client's eth1: the requester's packets (SENDs, WRITEs,
 # READ requests) are lost and reordered, so the client's driver retransmits
 # and the server's driver sees the gaps; the same for every pairing
-NETEM_ROLE=client
+NETEM_ROLE=${MATRIX_NETEM_ROLE:-client}
 echo "pairing $PAIRING (this guest: $ROLE, $DRV); netem on the $NETEM_ROLE's eth1"
 
 # --- the runs ------------------------------------------------------------------------
@@ -115,7 +115,19 @@ for v in 4 6; do
 	STEPS+=("clean $v ib_write_lat ib_write_lat -n $N")
 done
 STEPS+=("netem 4 netem:ibv_rc_pingpong ibv_rc_pingpong -c -n $N -s 4096"
-	"netem 4 netem:ib_write_bw ib_write_bw -n $N")
+	"netem 4 netem:ib_write_bw ib_write_bw -n $N"
+	"netem 4 netem:ib_read_bw ib_read_bw -o 16 -n $N")
+
+# MATRIX_ONLY (an extended regex, for experiments): only the runs whose
+# "PHASE V TOOL" matches
+if [ -n "${MATRIX_ONLY:-}" ]; then
+	keep=()
+	for st in "${STEPS[@]}"; do
+		read -r a b c _ <<<"$st"
+		[[ "$a $b $c" =~ $MATRIX_ONLY ]] && keep+=("$st")
+	done
+	STEPS=("${keep[@]}")
+fi
 
 # gidflag PROG: the tool's option for the GID index
 gidflag() { case $1 in ibv_*) echo -g ;; *) echo -x ;; esac; }

@@ -256,7 +256,13 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 && !matches!(op, WrOpcode::RdmaWrite);
         }
         let since = self.req.since_ack_req.saturating_add(1);
-        h.ack_req = last || since >= ACK_REQ_EVERY;
+        // AckReq every ACK_REQ_EVERY packets, every half window when the
+        // congestion window is smaller, and on the packet that fills the
+        // window: without it a window shorter than ACK_REQ_EVERY would wait
+        // for the ACK timeout.
+        let cwnd = self.cwnd();
+        let fills = self.comp.una.distance_to(psn.next()) >= cwnd;
+        h.ack_req = last || fills || since >= ACK_REQ_EVERY.min((cwnd / 2).max(1));
         let plen_us = plen as usize;
         let hlen = pkt::emit_headers(&h, plen_us, buf).ok_or(fail)?;
         let pend = hlen.checked_add(plen_us).ok_or(fail)?;

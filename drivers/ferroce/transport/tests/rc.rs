@@ -227,6 +227,39 @@ fn rc_loss_halves_the_window_then_everything_completes() {
     assert!(!r.a.may_transmit(0));
 }
 
+/// After losses shrink the window below ACK_REQ_EVERY packets, a long
+/// message still moves: the packet that fills the window asks for the ACK
+/// (without it the requester would wait for the ACK timeout). No timer runs
+/// here, so a stall shows as an incomplete transfer.
+#[test]
+fn rc_small_window_asks_for_the_ack_that_opens_it() {
+    let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, sq: 256, ..RcParams::default() });
+    // Four losses: 128 -> 64 -> 32 -> 16 -> 8 packets.
+    for round in 0..4u64 {
+        for i in 0..2 {
+            r.a.post_send(&write(&r, round * 2 + i, 16, 0x3_0000)).unwrap();
+        }
+        let sent = drain_tx(&mut r.a, 0, &mut r.ma);
+        for x in &sent[1..] {
+            deliver(&mut r.b, 0, &mut r.mb, x);
+        }
+        exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    }
+    assert_eq!(all_cqes(&mut r.a).0.len(), 8, "the lost WRITEs were retransmitted");
+    // One 64-packet WRITE (16 KiB at MTU 256).
+    r.a.post_send(&write(&r, 100, 16384, 0x3_0000)).unwrap();
+    let burst = drain_tx(&mut r.a, 0, &mut r.ma);
+    assert!(burst.len() < 16, "a reduced window ({} packets sent)", burst.len());
+    assert!(p(burst.last().unwrap()).h.ack_req, "the packet that fills the window asks for an ACK");
+    for x in &burst {
+        deliver(&mut r.b, 0, &mut r.mb, x);
+    }
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let (s, _) = all_cqes(&mut r.a);
+    assert_eq!(s.len(), 1, "the long WRITE completes without a timeout");
+    assert_eq!(r.mb.region(r.tgt).data[..16384], r.ma.region(r.src).data[..16384]);
+}
+
 #[test]
 fn rc_nak_invalid_request_on_opcode_sequence_error_moves_both_to_error() {
     let mut r = setup();
