@@ -73,6 +73,16 @@ listening() {
 	done
 	return 1
 }
+# cm_listening PID: an rdma_cm ID of PID or of its child (PID may be
+# `timeout`) listens; rdma_cm servers open no TCP socket
+cm_listening() {
+	local p ids
+	ids=$(rdma resource show cm_id 2>/dev/null | grep "state LISTEN") || return 1
+	for p in "$1" $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+		grep -q " pid $p " <<<"$ids" && return 0
+	done
+	return 1
+}
 # wait_pid PID SECONDS: wait for PID, killing it after SECONDS; its status
 wait_pid() {
 	local i

@@ -13,7 +13,8 @@
 # IPv6 GIDs: ibv_ud_pingpong -c, ibv_rc_pingpong -c, ib_send_bw (RC, and UD),
 # ib_write_bw, ib_read_bw, ib_atomic_bw and ib_write_lat; then, connected
 # through rdma_cm (the GSI QPs exchange the CM's MADs) to the server's IPv4,
-# then IPv6 address, rping -V and ib_send_bw -R. Then, with netem
+# then IPv6 address, rping -V, and ib_send_bw -R (IPv4 only: perftest
+# resolves no IPv6 address with -R). Then, with netem
 # loss, delay and reordering on the client's eth1, ibv_rc_pingpong -c,
 # ib_write_bw and ib_read_bw over IPv4.
 #
@@ -115,8 +116,9 @@ for v in 4 6; do
 		STEPS+=("clean $v ib_atomic_bw/FAA ib_atomic_bw -o 16 -A FETCH_AND_ADD -n $N")
 	fi
 	STEPS+=("clean $v ib_write_lat ib_write_lat -n $N"
-		"clean $v rping rping -V -C $N"
-		"clean $v ib_send_bw/-R ib_send_bw -R -n $N")
+		"clean $v rping rping -V -C $N")
+	# perftest resolves only IPv4 addresses with -R
+	[ $v = 4 ] && STEPS+=("clean $v ib_send_bw/-R ib_send_bw -R -n $N")
 done
 STEPS+=("netem 4 netem:ibv_rc_pingpong ibv_rc_pingpong -c -n $N -s 4096"
 	"netem 4 netem:ib_write_bw ib_write_bw -n $N"
@@ -163,8 +165,6 @@ client_cmd() {
 	fi ;;
 	esac
 }
-# cm_listening PID: an rdma_cm ID of PID listens
-cm_listening() { rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .*pid $1 "; }
 
 # server_step K V PROG ARGS...
 server_step() {
