@@ -710,6 +710,12 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) {
         let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else {
             return dev.count(Counter::RxNoQp);
         };
+        // A connected QP takes packets only from its peer, to the address
+        // its path names (IBTA: the source of an RC packet must match the QP
+        // context; RoCE carries the GIDs as IP addresses).
+        if e.qp.qp_type() == QpType::Rc && !from_path(e.path.as_ref(), parts.ip) {
+            return dev.count(Counter::RxAddrMismatch);
+        }
         // A QP on an SRQ takes a receive WQE from it when a message that
         // needs one begins and the QP has none.
         crate::rings::pull_rq(dev, e);
@@ -767,6 +773,23 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) {
     }
     if rc {
         kick(dev, qpn, KICK_BUDGET_SOFTIRQ);
+    }
+}
+
+/// Whether an IP header's source is the path's remote address and its
+/// destination the path's local one. A QP without a path (before RTR)
+/// takes nothing.
+fn from_path(path: Option<&Av>, ip: &[u8]) -> bool {
+    let Some(av) = path else { return false };
+    let (src, dst) = if ip.len() == IPV6_LEN {
+        (ip.get(8..24), ip.get(24..40))
+    } else {
+        (ip.get(12..16), ip.get(16..20))
+    };
+    let n = if av.ipv6 { 16 } else { 4 };
+    match (src, dst, av.dip.get(..n), av.sip.get(..n)) {
+        (Some(s), Some(d), Some(want_s), Some(want_d)) => s.len() == n && s == want_s && d == want_d,
+        _ => false,
     }
 }
 

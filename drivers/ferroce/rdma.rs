@@ -251,9 +251,12 @@ pub(crate) enum Counter {
     RingBadWqe,
     /// Doorbells (empty post_send calls of a QP with rings).
     RingDoorbell,
+    /// An RC packet whose source or destination address is not its QP's
+    /// path (a spoofed or misrouted packet).
+    RxAddrMismatch,
 }
 
-const NUM_COUNTERS: usize = 23;
+const NUM_COUNTERS: usize = 24;
 
 /// Counter names, in `Counter` order.
 static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered(UnsafeCell::new({
@@ -284,6 +287,7 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
         d(c"ring_err_corrupt_index"),
         d(c"ring_err_bad_wqe"),
         d(c"ring_doorbell"),
+        d(c"rx_drop_addr_mismatch"),
     ]
 }));
 
