@@ -86,9 +86,17 @@ check "data read back equals data written" cmp /tmp/pattern /tmp/readback
 check "4 KiB and 12 KiB direct writes at other offsets" bash -c \
 	"dd if=/tmp/pattern of=$DEV bs=4k count=1 seek=100003 oflag=direct status=none &&
 	 dd if=/tmp/pattern of=$DEV bs=12k count=3 seek=40001 oflag=direct status=none"
+head -c 4096 /tmp/pattern >/tmp/p4k
+head -c 36864 /tmp/pattern >/tmp/p36k
 check "  ...and read back equal" bash -c \
-	"dd if=$DEV bs=4k count=1 skip=100003 iflag=direct status=none | cmp - <(head -c 4096 /tmp/pattern) &&
-	 dd if=$DEV bs=12k count=3 skip=40001 iflag=direct status=none | cmp - <(head -c 36864 /tmp/pattern)"
+	"dd if=$DEV bs=4k count=1 skip=100003 iflag=direct status=none | cmp - /tmp/p4k &&
+	 dd if=$DEV bs=12k count=3 skip=40001 iflag=direct status=none | cmp - /tmp/p36k"
+# Both I/O queues at once: two readers of the two halves.
+check "two concurrent 32 MiB direct reads equal what was written" bash -c \
+	"dd if=$DEV of=/tmp/r1 bs=256k count=128 iflag=direct status=none &
+	 dd if=$DEV of=/tmp/r2 bs=256k count=128 skip=128 iflag=direct status=none &
+	 wait && cat /tmp/r1 /tmp/r2 | cmp - /tmp/pattern"
+rm -f /tmp/r1 /tmp/r2 /tmp/p4k /tmp/p36k
 rm -f /tmp/readback
 
 stats=$(rdma statistic show link fr0/1)
