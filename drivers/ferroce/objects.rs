@@ -14,12 +14,12 @@ use crate::net::{self, Notify};
 use crate::rdma::{errno, FerroceDevice};
 use crate::rings::QpRings;
 use crate::state::{
-    take_unused, AhEntry, Av, CqEntry, UserRing, MrEntry, MrKind, QpEntry, Slots, SrqEntry, GSI_QPN, MAX_CQE, MAX_PD, MAX_QP_WR, PAGE_SIZE,
-    SRQ_QP_SLOTS,
+    take_unused, AhEntry, Av, CqEntry, FastMr, UserRing, MrEntry, MrKind, QpEntry, Slots, SrqEntry, GSI_QPN, MAX_CQE,
+    MAX_FAST_PAGES, MAX_FAST_PAGE_SIZE, MAX_PD, MAX_QP_WR, PAGE_SIZE, SRQ_QP_SLOTS,
 };
 use crate::transport::engine::{Qp, QpConfig, RecvSlot, SendSlot};
 use crate::transport::qp::{mask, Mtu, QpAttr, QpState, QpType};
-use crate::transport::verbs::{self as ev, send_flags, RecvWqe, SendWqe, Sge, WrOpcode, MAX_INLINE, MAX_SGE};
+use crate::transport::verbs::{self as ev, send_flags, FastReg, RecvWqe, SendWqe, Sge, WcOpcode, WrOpcode, MAX_INLINE, MAX_SGE};
 use core::ffi::c_int;
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
@@ -87,7 +87,24 @@ pub(crate) unsafe fn qp_of_timer<'a>(t: *mut b::timer_list) -> (&'a FerroceDevic
 pub(crate) struct FerroceMr {
     ib: b::ib_mr,
     umem: *mut b::ib_umem,
+    /// Its index in the device's region table (the key's upper 24 bits,
+    /// which the consumer's key byte of a fast region does not change).
+    index: u32,
+    /// Fast regions (`alloc_mr`): the page list `ib_sg_to_pages` builds
+    /// through `set_page` (`max_num_sg` entries, `nstaged` used), moved
+    /// into the table under the lock when complete. Empty for the others.
+    staged: KVec<u64>,
+    nstaged: usize,
 }
+
+// The engine's values are the kernel's, which poll_cq and post_send pass
+// through.
+const _: () = {
+    assert!(WcOpcode::RegMr as u32 == b::ib_wc_opcode_IB_WC_REG_MR);
+    assert!(WcOpcode::LocalInv as u32 == b::ib_wc_opcode_IB_WC_LOCAL_INV);
+    assert!(WrOpcode::RegMr as u32 == b::ib_wr_opcode_IB_WR_REG_MR);
+    assert!(WrOpcode::LocalInv as u32 == b::ib_wr_opcode_IB_WR_LOCAL_INV);
+};
 
 const _: () = {
     assert!(core::mem::offset_of!(FerrocePd, ib) == 0);
@@ -918,7 +935,7 @@ pub(crate) unsafe extern "C" fn reg_user_mr(
                 release(umem);
                 return Err(e);
             }
-            let mr = match KBox::new(FerroceMr { ib: core::mem::zeroed(), umem }, GFP_KERNEL) {
+            let mr = match KBox::new(FerroceMr { ib: core::mem::zeroed(), umem, index: 0, staged: KVec::new(), nstaged: 0 }, GFP_KERNEL) {
                 Ok(mr) => mr,
                 Err(e) => {
                     release(umem);
@@ -938,6 +955,7 @@ pub(crate) unsafe extern "C" fn reg_user_mr(
                 return Err(ENOMEM);
             };
             let mr = KBox::into_raw(mr);
+            (*mr).index = key >> 8;
             (*mr).ib.lkey = key;
             (*mr).ib.rkey = key;
             (*mr).ib.iova = virt;
@@ -954,13 +972,14 @@ pub(crate) unsafe extern "C" fn get_dma_mr(ibpd: *mut b::ib_pd, access: c_int) -
         (|| -> Result<*mut b::ib_mr> {
             let acc = check_access(access)?;
             let dev = dev_of((*ibpd).device);
-            let mr = KBox::new(FerroceMr { ib: core::mem::zeroed(), umem: null_mut() }, GFP_KERNEL)?;
+            let mr = KBox::new(FerroceMr { ib: core::mem::zeroed(), umem: null_mut(), index: 0, staged: KVec::new(), nstaged: 0 }, GFP_KERNEL)?;
             let key = dev
                 .state
                 .lock()
                 .insert_mr(MrEntry { pd: pd_handle(ibpd), access: acc, iova: 0, length: u64::MAX, key: 0, kind: MrKind::Dma })
                 .ok_or(ENOMEM)?;
             let mr = KBox::into_raw(mr);
+            (*mr).index = key >> 8;
             (*mr).ib.lkey = key;
             (*mr).ib.rkey = key;
             Ok(mr.cast())
@@ -969,12 +988,115 @@ pub(crate) unsafe extern "C" fn get_dma_mr(ibpd: *mut b::ib_pd, access: c_int) -
     r.unwrap_or_else(err_ptr)
 }
 
+/// A zeroed page list of `n` entries.
+fn page_list(n: usize) -> Result<KVec<u64>> {
+    let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+    for _ in 0..n {
+        v.push(0u64, GFP_KERNEL)?;
+    }
+    Ok(v)
+}
+
+/// `ib_alloc_mr`: a fast-registration region of up to `max_num_sg` pages,
+/// invalid until a REG_MR work request registers it. Only
+/// `IB_MR_TYPE_MEM_REG` (no SG_GAPS or integrity regions).
+pub(crate) unsafe extern "C" fn alloc_mr(ibpd: *mut b::ib_pd, mr_type: b::ib_mr_type, max_num_sg: u32) -> *mut b::ib_mr {
+    // SAFETY: a PD from `alloc_pd` (`ib_alloc_mr` is a kernel verb).
+    let r = unsafe {
+        (|| -> Result<*mut b::ib_mr> {
+            if mr_type != b::ib_mr_type_IB_MR_TYPE_MEM_REG {
+                return Err(eopnotsupp());
+            }
+            if max_num_sg == 0 || max_num_sg > MAX_FAST_PAGES {
+                return Err(EINVAL);
+            }
+            let n = max_num_sg as usize;
+            let dev = dev_of((*ibpd).device);
+            let pages = page_list(n)?;
+            let staged = page_list(n)?;
+            let mr = KBox::new(FerroceMr { ib: core::mem::zeroed(), umem: null_mut(), index: 0, staged, nstaged: 0 }, GFP_KERNEL)?;
+            let fast = FastMr { pages, npages: 0, page_size: PAGE_SIZE as u64, first_off: 0, valid: false };
+            let key = dev
+                .state
+                .lock()
+                .insert_mr(MrEntry { pd: pd_handle(ibpd), access: 0, iova: 0, length: 0, key: 0, kind: MrKind::Fast(fast) })
+                .ok_or(ENOMEM)?;
+            let mr = KBox::into_raw(mr);
+            (*mr).index = key >> 8;
+            (*mr).ib.lkey = key;
+            (*mr).ib.rkey = key;
+            Ok(mr.cast())
+        })()
+    };
+    r.unwrap_or_else(err_ptr)
+}
+
+/// `ib_sg_to_pages`' callback: appends one page address to the staged list.
+unsafe extern "C" fn set_page(ibmr: *mut b::ib_mr, addr: u64) -> c_int {
+    // SAFETY: called by `ib_sg_to_pages` from our `map_mr_sg`, for one of
+    // our MRs, which the caller has to itself for the mapping (the core's
+    // contract: a ULP does not map one MR twice at once).
+    let mr = unsafe { &mut *ibmr.cast::<FerroceMr>() };
+    match mr.staged.get_mut(mr.nstaged) {
+        Some(p) => {
+            *p = addr;
+            mr.nstaged += 1;
+            0
+        }
+        None => ENOMEM.to_errno(),
+    }
+}
+
+/// `ib_map_mr_sg`: the page list of a fast region, built by the core's
+/// `ib_sg_to_pages` (which sets the MR's iova and length). ferroce's DMA
+/// addresses are kernel virtual addresses (no dma_device: the core's
+/// virtual DMA), so each page is `page_size` contiguous kernel bytes. The
+/// list takes effect for the next REG_MR; returns the elements mapped.
+pub(crate) unsafe extern "C" fn map_mr_sg(
+    ibmr: *mut b::ib_mr,
+    sg: *mut b::scatterlist,
+    sg_nents: c_int,
+    sg_offset: *mut u32,
+) -> c_int {
+    // SAFETY: an MR of ours (the core calls this for `alloc_mr`'s regions,
+    // which have a staged list; others are refused) and the ULP's mapped
+    // scatterlist of `sg_nents` entries.
+    unsafe {
+        let mr = ibmr.cast::<FerroceMr>();
+        let ps = u64::from((*ibmr).page_size);
+        if !ps.is_power_of_two() || ps < PAGE_SIZE as u64 || ps > MAX_FAST_PAGE_SIZE || (*mr).staged.is_empty() {
+            return EINVAL.to_errno();
+        }
+        (*mr).nstaged = 0;
+        let n = b::ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, Some(set_page));
+        if n < 0 {
+            return n;
+        }
+        let first_off = (*ibmr).iova & (ps - 1);
+        let dev = dev_of((*ibmr).device);
+        let mut st = dev.state.lock();
+        let Some(MrEntry { kind: MrKind::Fast(f), .. }) = st.mrs.get_mut((*mr).index as usize).and_then(|m| m.as_mut()) else {
+            return EINVAL.to_errno();
+        };
+        let used = (*mr).nstaged.min((*mr).staged.len()).min(f.pages.len());
+        for (d, s) in f.pages.iter_mut().zip((*mr).staged.iter()).take(used) {
+            *d = *s;
+        }
+        f.npages = used;
+        f.page_size = ps;
+        f.first_off = if used == 0 { 0 } else { first_off };
+        n
+    }
+}
+
 pub(crate) unsafe extern "C" fn dereg_mr(ibmr: *mut b::ib_mr, _udata: *mut b::ib_udata) -> c_int {
-    // SAFETY: an MR from `reg_user_mr`/`get_dma_mr`: removed from the table
-    // (so no packet touches its pages any more) before the pages are unpinned.
+    // SAFETY: an MR from `reg_user_mr`/`get_dma_mr`/`alloc_mr`: removed from
+    // the table (so no packet touches its pages any more) before the pages
+    // are unpinned.
     unsafe {
         let dev = dev_of((*ibmr).device);
-        let entry = dev.state.lock().remove_mr((*ibmr).lkey);
+        let index = (*ibmr.cast::<FerroceMr>()).index;
+        let entry = dev.state.lock().remove_mr_at(index);
         drop(entry);
         let mr = KBox::from_raw(ibmr.cast::<FerroceMr>());
         if !mr.umem.is_null() {
@@ -1051,15 +1173,46 @@ unsafe fn gather_inline(ibqp: *mut b::ib_qp, wr: *const b::ib_send_wr) -> Result
     Ok(out)
 }
 
+/// The engine's copy of a REG_MR request: the region, the new key (its
+/// upper 24 bits must stay the region's, IBTA and `ib_update_fast_reg_key`),
+/// access rights, and the iova and length `map_mr_sg` gave the MR.
+///
+/// # Safety
+/// `r.mr` must be null or a live MR of the QP's device (the core's
+/// contract for a posted IB_WR_REG_MR).
+unsafe fn fast_reg(r: &b::ib_reg_wr) -> Result<FastReg> {
+    if r.mr.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: guaranteed by the caller.
+    let m = unsafe { &*r.mr.cast::<FerroceMr>() };
+    if m.ib.type_ != b::ib_mr_type_IB_MR_TYPE_MEM_REG || m.staged.is_empty() || r.key >> 8 != m.index {
+        return Err(EINVAL);
+    }
+    let access = check_access(r.access).map_err(|_| EINVAL)?;
+    if m.ib.iova.checked_add(m.ib.length).is_none() || m.ib.length > (m.staged.len() as u64).saturating_mul(MAX_FAST_PAGE_SIZE) {
+        return Err(EINVAL);
+    }
+    Ok(FastReg { mr: m.index, key: r.key, access, iova: m.ib.iova, length: m.ib.length })
+}
+
 /// # Safety
 /// `wr` must be a valid work request of the core (an `ib_ud_wr` on UD QPs).
 unsafe fn send_wqe(wr: *const b::ib_send_wr, e: &QpEntry, inline: Option<&Inline>) -> Result<SendWqe> {
     // SAFETY: guaranteed by the caller.
     let w = unsafe { &*wr };
-    let opcode = WrOpcode::from_u32(w.opcode).ok_or(EINVAL)?;
+    // Fast registration and local invalidate come from kernel ULPs only:
+    // a process's QP posts through its ring, whose opcodes `from_u32`
+    // (without them) decodes.
+    let opcode = match w.opcode {
+        b::ib_wr_opcode_IB_WR_REG_MR => WrOpcode::RegMr,
+        b::ib_wr_opcode_IB_WR_LOCAL_INV => WrOpcode::LocalInv,
+        op => WrOpcode::from_u32(op).ok_or(EINVAL)?,
+    };
     let flags = w.send_flags as u32;
     let (sg_list, num_sge) = match inline {
         Some(_) => ([Sge::default(); MAX_SGE], 0),
+        None if opcode.is_local() => ([Sge::default(); MAX_SGE], 0),
         // SAFETY: the core passes `num_sge` entries.
         None => unsafe { sges(w.sg_list, w.num_sge, e.max_send_sge)? },
     };
@@ -1079,10 +1232,16 @@ unsafe fn send_wqe(wr: *const b::ib_send_wr, e: &QpEntry, inline: Option<&Inline
     // SAFETY: a union of plain integers.
     wqe.imm_data = match opcode {
         WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm => u32::from_be(unsafe { w.ex.imm_data }),
-        WrOpcode::SendWithInv => unsafe { w.ex.invalidate_rkey },
+        WrOpcode::SendWithInv | WrOpcode::LocalInv => unsafe { w.ex.invalidate_rkey },
         _ => 0,
     };
     match opcode {
+        WrOpcode::RegMr => {
+            // SAFETY: an IB_WR_REG_MR request is an `ib_reg_wr`.
+            let r = unsafe { &*wr.cast::<b::ib_reg_wr>() };
+            // SAFETY: the ULP's MR, alive while the request is posted.
+            wqe.reg = unsafe { fast_reg(r)? };
+        }
         WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm | WrOpcode::RdmaRead => {
             // SAFETY: RDMA work requests are `ib_rdma_wr`s (the core copies
             // them from userspace with that layout).

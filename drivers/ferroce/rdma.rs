@@ -411,6 +411,8 @@ fn device_ops() -> b::ib_device_ops {
     ops.post_recv = Some(objects::post_recv);
     ops.reg_user_mr = Some(objects::reg_user_mr);
     ops.get_dma_mr = Some(objects::get_dma_mr);
+    ops.alloc_mr = Some(objects::alloc_mr);
+    ops.map_mr_sg = Some(objects::map_mr_sg);
     ops.dereg_mr = Some(objects::dereg_mr);
     ops.create_srq = Some(objects::create_srq);
     ops.modify_srq = Some(objects::modify_srq);
@@ -606,6 +608,9 @@ unsafe extern "C" fn query_device(
         out.max_qp_wr = state::MAX_QP_WR as c_int;
         out.max_send_sge = crate::transport::verbs::MAX_SGE as c_int;
         out.max_recv_sge = crate::transport::verbs::MAX_SGE as c_int;
+        // RDMA READ gathers into as many SGEs as any request (the core's
+        // rdma_rw divides by this: 0 would be a division by zero).
+        out.max_sge_rd = crate::transport::verbs::MAX_SGE as c_int;
         out.max_cq = state::MAX_CQ as c_int;
         out.max_cqe = state::MAX_CQE as c_int;
         out.max_mr = (state::MAX_MR - 1) as c_int;
@@ -622,6 +627,10 @@ unsafe extern "C" fn query_device(
         // Atomics run under the device lock with the CPU's own atomic
         // instructions: atomic with respect to this device and the host.
         out.atomic_cap = b::ib_atomic_cap_IB_ATOMIC_HCA;
+        // Fast registration (alloc_mr, map_mr_sg, IB_WR_REG_MR,
+        // IB_WR_LOCAL_INV) and SEND with Invalidate, for kernel ULPs.
+        out.device_cap_flags |= b::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
+        out.max_fast_reg_page_list_len = state::MAX_FAST_PAGES;
         if a.allow_user_unregister {
             out.kernel_cap_flags |= b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
         }

@@ -12,7 +12,7 @@
 use crate::ffi as b;
 use crate::transport::engine::{Qp, RecvSlot, SendSlot};
 use crate::transport::memory::{Key, MemError, Memory};
-use crate::transport::verbs::{access, Cqe, RecvWqe};
+use crate::transport::verbs::{access, Cqe, FastReg, RecvWqe};
 use crate::transport::wire::{Opcode, Psn, Transport};
 use kernel::prelude::*;
 
@@ -32,6 +32,11 @@ pub(crate) const MAX_PD: u32 = 4096;
 pub(crate) const MAX_QP_WR: u32 = 16384;
 pub(crate) const MAX_CQE: u32 = 65536;
 pub(crate) const PAGE_SIZE: usize = 4096;
+/// Pages of a fast-registration region (`max_num_sg` of `alloc_mr`,
+/// `max_fast_reg_page_list_len`).
+pub(crate) const MAX_FAST_PAGES: u32 = 512;
+/// Largest page size `map_mr_sg` accepts (the smallest is `PAGE_SIZE`).
+pub(crate) const MAX_FAST_PAGE_SIZE: u64 = 1 << 30;
 
 /// Owned slots of a work queue, as the engine's ring storage.
 pub(crate) struct Slots<T>(pub(crate) KVVec<T>);
@@ -485,6 +490,63 @@ pub(crate) enum MrKind {
     Dma,
     /// Pinned user pages; `offset` is the region's start within the first.
     User { pages: KVVec<*mut b::page>, offset: usize },
+    /// A fast-registration region (`alloc_mr`), kernel QPs only: the page
+    /// list `map_mr_sg` stored (kernel virtual addresses, ferroce's DMA
+    /// addresses, each the start of `page_size` contiguous bytes) and the
+    /// state the REG_MR / invalidate work requests change.
+    Fast(FastMr),
+}
+
+pub(crate) struct FastMr {
+    /// `max_num_sg` entries (kmalloc'ed: freed under the lock when an
+    /// insertion fails); the first `npages` are mapped.
+    pub(crate) pages: KVec<u64>,
+    pub(crate) npages: usize,
+    pub(crate) page_size: u64,
+    /// Where the mapped bytes start in the first page.
+    pub(crate) first_off: u64,
+    /// Registered (REG_MR) and not invalidated since: only then does the
+    /// key name memory.
+    pub(crate) valid: bool,
+}
+
+impl FastMr {
+    /// The kernel address of byte `off` of the region and the bytes
+    /// contiguous from there (to the end of its page).
+    fn at(&self, off: u64) -> core::result::Result<(u64, u64), MemError> {
+        let pos = off.checked_add(self.first_off).ok_or(MemError::OutOfBounds)?;
+        let ps = self.page_size.max(1);
+        let idx = usize::try_from(pos / ps).map_err(|_| MemError::OutOfBounds)?;
+        if idx >= self.npages {
+            return Err(MemError::OutOfBounds);
+        }
+        let page = *self.pages.get(idx).ok_or(MemError::OutOfBounds)?;
+        let in_page = pos % ps;
+        Ok((page.checked_add(in_page).ok_or(MemError::OutOfBounds)?, ps - in_page))
+    }
+
+    /// Copies between `buf` (`len` bytes) and the region from byte `off`
+    /// (`to_region`: buf -> region).
+    fn copy(&self, off: u64, buf: *mut u8, len: usize, to_region: bool) -> core::result::Result<(), MemError> {
+        let mut done = 0usize;
+        while done < len {
+            let (addr, run) = self.at(off.checked_add(done as u64).ok_or(MemError::OutOfBounds)?)?;
+            let n = usize::try_from(run).unwrap_or(usize::MAX).min(len - done);
+            // SAFETY: `addr .. addr + n` lies in one mapped page of the
+            // region: kernel memory the ULP that posted the REG_MR owns
+            // while the region is valid (as for `MrKind::Dma`); `buf + done
+            // .. + n` lies inside the caller's buffer of `len` bytes.
+            unsafe {
+                if to_region {
+                    core::ptr::copy_nonoverlapping(buf.add(done).cast_const(), addr as usize as *mut u8, n);
+                } else {
+                    core::ptr::copy_nonoverlapping(addr as usize as *const u8, buf.add(done), n);
+                }
+            }
+            done += n;
+        }
+        Ok(())
+    }
 }
 
 pub(crate) struct MrEntry {
@@ -609,13 +671,10 @@ impl DevState {
         Some(key)
     }
 
-    pub(crate) fn remove_mr(&mut self, key: u32) -> Option<MrEntry> {
-        let slot = self.mrs.get_mut((key >> 8) as usize)?;
-        if slot.as_ref().is_some_and(|m| m.key == key) {
-            slot.take()
-        } else {
-            None
-        }
+    /// Removes the region at table index `index` (`key >> 8`: the index
+    /// does not change with the consumer's key byte of a fast region).
+    pub(crate) fn remove_mr_at(&mut self, index: u32) -> Option<MrEntry> {
+        self.mrs.get_mut(index as usize)?.take()
     }
 }
 
@@ -673,6 +732,11 @@ impl Mem<'_> {
             .and_then(|m| m.as_ref())
             .filter(|m| m.key == k)
             .ok_or(MemError::InvalidKey)?;
+        // An invalid (free) fast region names no memory: the IBTA access
+        // errors, before anything is touched.
+        if matches!(&mr.kind, MrKind::Fast(f) if !f.valid) {
+            return Err(MemError::InvalidKey);
+        }
         if mr.pd != pd {
             return Err(MemError::PdMismatch);
         }
@@ -732,6 +796,7 @@ impl Memory for Mem<'_> {
                 Ok(())
             }
             MrKind::User { pages, offset } => copy_pages(pages, *offset, va - mr.iova, dst.as_mut_ptr(), dst.len(), false),
+            MrKind::Fast(f) => f.copy(va - mr.iova, dst.as_mut_ptr(), dst.len(), false),
         }
     }
 
@@ -747,6 +812,7 @@ impl Memory for Mem<'_> {
             MrKind::User { pages, offset } => {
                 copy_pages(pages, *offset, va - mr.iova, src.as_ptr() as *mut u8, src.len(), true)
             }
+            MrKind::Fast(f) => f.copy(va - mr.iova, src.as_ptr() as *mut u8, src.len(), true),
         }
     }
 
@@ -762,6 +828,62 @@ impl Memory for Mem<'_> {
             // SAFETY: see `atomic`.
             unsafe { b::ferroce_va_cmpxchg(p, compare, swap) }
         })
+    }
+
+    fn invalidate(&mut self, pd: u32, rkey: u32) -> core::result::Result<(), MemError> {
+        // Only fast-registration regions can be invalidated (SEND with
+        // Invalidate from the peer, LOCAL_INV from the owner); the key
+        // must be the registered one, consumer byte included.
+        let mr = self
+            .mrs
+            .get_mut((rkey >> 8) as usize)
+            .and_then(|m| m.as_mut())
+            .filter(|m| m.key == rkey)
+            .ok_or(MemError::InvalidKey)?;
+        if mr.pd != pd {
+            return Err(MemError::PdMismatch);
+        }
+        match &mut mr.kind {
+            MrKind::Fast(f) => {
+                f.valid = false;
+                Ok(())
+            }
+            _ => Err(MemError::InvalidKey),
+        }
+    }
+
+    fn fast_register(&mut self, pd: u32, reg: &FastReg) -> core::result::Result<(), MemError> {
+        let mr = self.mrs.get_mut(reg.mr as usize).and_then(|m| m.as_mut()).ok_or(MemError::InvalidKey)?;
+        // The consumer owns the key's low byte only.
+        if reg.key >> 8 != reg.mr {
+            return Err(MemError::InvalidKey);
+        }
+        if mr.pd != pd {
+            return Err(MemError::PdMismatch);
+        }
+        let MrKind::Fast(f) = &mut mr.kind else {
+            return Err(MemError::InvalidKey);
+        };
+        // IBTA: only a free (invalid) region can be registered.
+        if f.valid {
+            return Err(MemError::InvalidKey);
+        }
+        if reg.access & !(access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC) != 0 {
+            return Err(MemError::AccessDenied);
+        }
+        let mapped = (f.npages as u64)
+            .checked_mul(f.page_size)
+            .and_then(|b| b.checked_sub(f.first_off))
+            .ok_or(MemError::OutOfBounds)?;
+        if reg.length > mapped || reg.iova.checked_add(reg.length).is_none() {
+            return Err(MemError::OutOfBounds);
+        }
+        mr.key = reg.key;
+        mr.access = reg.access;
+        mr.iova = reg.iova;
+        mr.length = reg.length;
+        f.valid = true;
+        Ok(())
     }
 
     fn fetch_add(&mut self, pd: u32, rkey: u32, va: u64, add: u64) -> core::result::Result<u64, MemError> {
@@ -800,6 +922,16 @@ impl Mem<'_> {
                 }
                 let page = *pages.get(pos / PAGE_SIZE).ok_or(MemError::OutOfBounds)?;
                 Ok(on_page(page, (pos % PAGE_SIZE) as u32))
+            }
+            MrKind::Fast(f) => {
+                let (addr, run) = f.at(va - mr.iova)?;
+                // Pages are at least PAGE_SIZE aligned, `va` is 8-aligned,
+                // so the 8 bytes are in one page unless the region starts
+                // misaligned in it.
+                if addr % 8 != 0 || run < 8 {
+                    return Err(MemError::Misaligned);
+                }
+                Ok(on_va(addr as usize as *mut u64))
             }
         }
     }

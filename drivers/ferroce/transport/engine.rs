@@ -404,7 +404,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         if !self.state.accepts_send_wr()
             || usize::from(wqe.num_sge) > MAX_SGE
             || usize::from(wqe.inline_len) > MAX_INLINE
-            || (wqe.is_inline() && (wqe.opcode.is_atomic() || wqe.opcode == WrOpcode::RdmaRead))
+            || (wqe.is_inline() && (wqe.opcode.is_atomic() || wqe.opcode.is_local() || wqe.opcode == WrOpcode::RdmaRead))
             || wqe.length().is_none()
         {
             return Err(Error::Invalid);
@@ -572,8 +572,8 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 let seq = self.req.req_seq;
                 if seq >= self.req.sent_seq {
                     self.state == QpState::Rts
-                        && self.sq_at(seq).is_some_and(|s| s.status.is_none())
-                        && self.window_open()
+                        && self.sq_at(seq)
+                            .is_some_and(|s| s.status.is_none() && (s.wqe.opcode.is_local() || self.window_open()))
                 } else {
                     self.window_open() && self.sq_at(seq).is_some()
                 }

@@ -60,11 +60,22 @@ pub trait Memory {
     /// (wrapping) and returns the value read.
     fn fetch_add(&mut self, pd: u32, rkey: u32, va: u64, add: u64) -> Result<u64, MemError>;
 
-    /// Invalidates the R_Key `rkey` (SEND with Invalidate). The default
+    /// Invalidates the R_Key `rkey` (SEND with Invalidate; Local Invalidate
+    /// of the L_Key = R_Key of a fast-registered region). The default
     /// refuses: implementations without memory windows or fast-registered
     /// regions have nothing a remote peer may invalidate.
     fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
         let _ = (pd, rkey);
+        Err(MemError::InvalidKey)
+    }
+
+    /// Fast registration ([`super::verbs::WrOpcode::RegMr`]): region
+    /// `reg.mr`, of protection domain `pd` and currently invalid (free),
+    /// takes the key, access rights, `iova` and length of `reg` over the
+    /// pages mapped to it, and becomes valid. The default refuses: nothing
+    /// can be fast-registered.
+    fn fast_register(&mut self, pd: u32, reg: &super::verbs::FastReg) -> Result<(), MemError> {
+        let _ = (pd, reg);
         Err(MemError::InvalidKey)
     }
 }

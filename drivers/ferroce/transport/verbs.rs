@@ -74,6 +74,11 @@ pub enum WcOpcode {
     CompSwap = 3,
     /// An atomic fetch and add on the send queue.
     FetchAdd = 4,
+    /// A local invalidate (`IBV_WC_LOCAL_INV`, `IB_WC_LOCAL_INV`).
+    LocalInv = 6,
+    /// A fast registration. Kernel QPs only: the kernel's `IB_WC_REG_MR`
+    /// (libibverbs has no such completion).
+    RegMr = 10,
     /// A received send.
     Recv = 128,
     /// A received RDMA WRITE with immediate.
@@ -99,12 +104,21 @@ pub enum WrOpcode {
     AtomicCmpAndSwp = 5,
     /// Atomic fetch and add.
     AtomicFetchAndAdd = 6,
+    /// Local invalidate (`IB_WR_LOCAL_INV`): invalidates the key in
+    /// [`SendWqe::imm_data`]. Kernel QPs only.
+    LocalInv = 7,
     /// SEND with invalidate.
     SendWithInv = 9,
+    /// Fast registration (`IB_WR_REG_MR`, the kernel's value): applies
+    /// [`SendWqe::reg`]. Kernel QPs only.
+    RegMr = 0x20,
 }
 
 impl WrOpcode {
-    /// The `ibv_wr_opcode` value `v`, if the engine executes it.
+    /// The `ibv_wr_opcode` value `v`, if the engine executes it and a
+    /// process may post it: the local memory operations
+    /// ([`WrOpcode::RegMr`], [`WrOpcode::LocalInv`]) are not among them
+    /// (the kernel glue maps them from `ib_send_wr` itself).
     pub fn from_u32(v: u32) -> Option<Self> {
         Some(match v {
             0 => Self::RdmaWrite,
@@ -127,7 +141,15 @@ impl WrOpcode {
             Self::RdmaRead => WcOpcode::RdmaRead,
             Self::AtomicCmpAndSwp => WcOpcode::CompSwap,
             Self::AtomicFetchAndAdd => WcOpcode::FetchAdd,
+            Self::LocalInv => WcOpcode::LocalInv,
+            Self::RegMr => WcOpcode::RegMr,
         }
+    }
+
+    /// Whether this is a local memory operation: executed by the requester
+    /// when it reaches it, in order, without a packet.
+    pub fn is_local(self) -> bool {
+        matches!(self, Self::RegMr | Self::LocalInv)
     }
 
     /// Whether the responder answers with data (RDMA READ, atomics), which
@@ -190,6 +212,22 @@ pub struct Sge {
     pub lkey: u32,
 }
 
+/// What a fast registration ([`WrOpcode::RegMr`], `struct ib_reg_wr` with
+/// the MR's `iova` and `length` at posting time) applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct FastReg {
+    /// The region, a handle of the glue's (its table index).
+    pub mr: u32,
+    /// The key it takes (L_Key = R_Key); the low byte is the consumer's.
+    pub key: u32,
+    /// [`access`] bits.
+    pub access: u32,
+    /// First virtual address.
+    pub iova: u64,
+    /// Length in bytes.
+    pub length: u64,
+}
+
 /// A send work request (`struct ibv_send_wr` minus the chaining pointer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SendWqe {
@@ -226,6 +264,8 @@ pub struct SendWqe {
     pub remote_qpn: u32,
     /// UD: Q_Key (bit 31 set: use the QP's own Q_Key).
     pub remote_qkey: u32,
+    /// [`WrOpcode::RegMr`]: the registration.
+    pub reg: FastReg,
 }
 
 impl Default for SendWqe {
@@ -246,6 +286,7 @@ impl Default for SendWqe {
             ah: 0,
             remote_qpn: 0,
             remote_qkey: 0,
+            reg: FastReg::default(),
         }
     }
 }
@@ -270,8 +311,12 @@ impl SendWqe {
         self.send_flags & send_flags::INLINE != 0
     }
 
-    /// Message length in bytes (atomics: 8), or `None` on overflow.
+    /// Message length in bytes (atomics: 8, local operations: 0), or `None`
+    /// on overflow.
     pub fn length(&self) -> Option<u32> {
+        if self.opcode.is_local() {
+            return Some(0);
+        }
         if self.opcode.is_atomic() {
             return Some(8);
         }

@@ -58,6 +58,17 @@ pub struct CompState {
 struct ImpliedNak(Psn);
 
 impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
+    /// Moves the completer past WQEs that already completed (local
+    /// operations, which complete when the requester reaches them), so
+    /// that it always names the oldest one waiting for the wire.
+    pub(crate) fn skip_completed(&mut self) {
+        while self.comp.comp_seq < self.req.sent_seq
+            && self.sq_at(self.comp.comp_seq).is_some_and(|s| s.status.is_some())
+        {
+            self.comp.comp_seq = self.comp.comp_seq.saturating_add(1);
+        }
+    }
+
     /// Completes every WQE wholly covered by an acknowledgement of `psn`
     /// and all before it. Stops at a READ/atomic still waiting for its
     /// response: that is an implied NAK, returned with the PSN to resume.
@@ -309,6 +320,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         if is_last {
             self.complete_send(seq, WcStatus::Success, 0);
             self.comp.comp_seq = seq.saturating_add(1);
+            self.skip_completed();
             self.req.rd_atomic = self.req.rd_atomic.saturating_sub(1);
             if self.comp.comp_seq >= self.req.sent_seq {
                 self.comp.una = self.req.psn_hi;
@@ -335,6 +347,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         }
         self.complete_send(seq, WcStatus::Success, 0);
         self.comp.comp_seq = seq.saturating_add(1);
+        self.skip_completed();
         self.req.rd_atomic = self.req.rd_atomic.saturating_sub(1);
         self.comp.una = if self.comp.comp_seq >= self.req.sent_seq { self.req.psn_hi } else { psn.next() };
         self.progress(now);

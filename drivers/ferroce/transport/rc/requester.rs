@@ -58,7 +58,7 @@ fn send_write_opcode(op: WrOpcode, first: bool, last: bool) -> Opcode {
         (Send, false, true) => Opcode::RC_SEND_LAST,
         (SendWithImm, false, true) => Opcode::RC_SEND_LAST_WITH_IMMEDIATE,
         (SendWithInv, false, true) => Opcode::RC_SEND_LAST_WITH_INVALIDATE,
-        (RdmaWrite | RdmaRead | AtomicCmpAndSwp | AtomicFetchAndAdd, true, true) => {
+        (RdmaWrite | RdmaRead | AtomicCmpAndSwp | AtomicFetchAndAdd | LocalInv | RegMr, true, true) => {
             Opcode::RC_RDMA_WRITE_ONLY
         }
         (RdmaWriteWithImm, true, true) => Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
@@ -138,6 +138,10 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let mut seq = self.comp.comp_seq;
         while seq < self.req.sent_seq {
             let Some(s) = self.sq_at(seq).copied() else { break };
+            if s.wqe.opcode.is_local() {
+                seq = seq.saturating_add(1);
+                continue;
+            }
             let before = psn.is_before(s.first_psn);
             if before || psn.in_range(s.first_psn, s.npkts.max(1)) {
                 let (p, k) = if before { (s.first_psn, 0) } else { (psn, s.first_psn.distance_to(psn)) };
@@ -153,7 +157,10 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         self.req.req_off = 0;
     }
 
-    /// The next request packet, if the requester may send one.
+    /// The next request packet, if the requester may send one. Local
+    /// operations (fast registration, local invalidate) the requester
+    /// reaches on the way are executed here, in order: after every earlier
+    /// WQE started, before any later one.
     pub(crate) fn req_transmit<M: Memory>(&mut self, now: u64, mem: &mut M, buf: &mut [u8]) -> Option<Transmit> {
         if !matches!(self.state, QpState::Rts | QpState::Sqd) {
             return None;
@@ -164,42 +171,84 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             }
             self.comp.rnr_until = None;
         }
-        let seq = self.req.req_seq;
-        if seq >= self.req.sent_seq {
-            // A new message: only in RTS (SQD finishes what was started).
-            if self.state != QpState::Rts {
+        loop {
+            let seq = self.req.req_seq;
+            if seq >= self.req.sent_seq {
+                // A new message: only in RTS (SQD finishes what was started).
+                if self.state != QpState::Rts {
+                    return None;
+                }
+                let slot = *self.sq_at(seq)?;
+                if slot.status.is_some() || !self.can_start(slot.wqe.opcode, slot.wqe.send_flags) {
+                    return None;
+                }
+                if slot.wqe.opcode.is_local() {
+                    if let Err(st) = self.run_local(mem, seq) {
+                        self.complete_send(seq, st, 0);
+                        self.enter_error();
+                        return None;
+                    }
+                    continue;
+                }
+                if !self.window_open() {
+                    return None;
+                }
+                if let Err(st) = self.start_wqe(mem, seq) {
+                    // Class B requester error: the WQE completes in error, the
+                    // QP enters ERR and the rest is flushed.
+                    self.complete_send(seq, st, 0);
+                    self.enter_error();
+                    return None;
+                }
+            } else if self.sq_at(seq)?.wqe.opcode.is_local() {
+                // Going back (go-back-N) over a local operation: it ran
+                // once, when first reached, and sends nothing.
+                self.req.req_seq = seq.saturating_add(1);
+                continue;
+            } else if !self.window_open() {
                 return None;
             }
             let slot = *self.sq_at(seq)?;
-            if slot.status.is_some()
-                || !self.can_start(slot.wqe.opcode, slot.wqe.send_flags)
-                || !self.window_open()
-            {
-                return None;
+            let len = match self.build_request(mem, &slot, buf) {
+                Ok(len) => len,
+                Err(st) => {
+                    self.complete_send(seq, st, 0);
+                    self.enter_error();
+                    return None;
+                }
+            };
+            if self.comp.ack_deadline.is_none() {
+                self.comp.ack_deadline = ack_timeout_ns(self.attr.timeout).map(|t| now.saturating_add(t));
             }
-            if let Err(st) = self.start_wqe(mem, seq) {
-                // Class B requester error: the WQE completes in error, the
-                // QP enters ERR and the rest is flushed.
-                self.complete_send(seq, st, 0);
-                self.enter_error();
-                return None;
-            }
-        } else if !self.window_open() {
-            return None;
+            return Some(Transmit { len, ah: self.attr.ah, dest_qpn: self.attr.dest_qp_num });
         }
-        let slot = *self.sq_at(seq)?;
-        let len = match self.build_request(mem, &slot, buf) {
-            Ok(len) => len,
-            Err(st) => {
-                self.complete_send(seq, st, 0);
-                self.enter_error();
-                return None;
-            }
+    }
+
+    /// Executes the local operation WQE `seq` (the requester reached it):
+    /// it takes no PSN and completes at once, its completion reported in
+    /// order after those of the WQEs before it.
+    fn run_local<M: Memory>(&mut self, mem: &mut M, seq: u64) -> Result<(), WcStatus> {
+        let wqe = self.sq_at(seq).ok_or(WcStatus::LocQpOpErr)?.wqe;
+        let r = match wqe.opcode {
+            WrOpcode::RegMr => mem.fast_register(self.pd, &wqe.reg),
+            WrOpcode::LocalInv => mem.invalidate(self.pd, wqe.imm_data),
+            _ => return Err(WcStatus::LocQpOpErr),
         };
-        if self.comp.ack_deadline.is_none() {
-            self.comp.ack_deadline = ack_timeout_ns(self.attr.timeout).map(|t| now.saturating_add(t));
+        r.map_err(|_| WcStatus::LocProtErr)?;
+        let psn = self.req.next_psn;
+        if let Some(s) = self.sq_at_mut(seq) {
+            s.started = true;
+            s.first_psn = psn;
+            s.npkts = 0;
+            s.len = 0;
+            s.resp_pkts = 0;
         }
-        Some(Transmit { len, ah: self.attr.ah, dest_qpn: self.attr.dest_qp_num })
+        self.req.sent_seq = seq.saturating_add(1);
+        self.req.req_seq = seq.saturating_add(1);
+        self.req.req_off = 0;
+        self.complete_send(seq, WcStatus::Success, 0);
+        self.skip_completed();
+        Ok(())
     }
 
     /// Writes the packet at the requester position of `slot` and advances.

@@ -6,7 +6,7 @@ use common::*;
 use ferroce_transport::engine::RxOutcome;
 use ferroce_transport::pkt::{self, Hdrs, Reth};
 use ferroce_transport::qp::{mask, Mtu, QpAttr, QpState};
-use ferroce_transport::verbs::{access, send_flags, wc_flags, SendWqe, WcOpcode, WcStatus, WrOpcode};
+use ferroce_transport::verbs::{access, send_flags, wc_flags, FastReg, SendWqe, WcOpcode, WcStatus, WrOpcode};
 use ferroce_transport::wire::{AethSyndrome, NakCode, Opcode, Psn};
 
 const A: u32 = 0x11;
@@ -666,4 +666,245 @@ fn rc_sqd_finishes_message_in_progress_and_starts_no_new_one() {
     exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
     assert_eq!(all_cqes(&mut r.a).0.len(), 1);
     assert_eq!(all_cqes(&mut r.b).1.len(), 2);
+}
+
+// --- Fast registration (IB_WR_REG_MR), local and remote invalidation -------
+
+const FR_IOVA: u64 = 0x7000_1234;
+const FR_ACCESS: u32 = access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ;
+
+/// B's fast region (4 KiB of pages) and a REG_MR for it with consumer key
+/// byte `byte`.
+fn fast_setup(r: &mut Rc, byte: u8) -> (u32, SendWqe) {
+    let h = r.mb.alloc_fast(PD, 4096);
+    let mut w = send_wr(50, WrOpcode::RegMr, &[]);
+    w.reg = FastReg { mr: h, key: fast_key(h, byte), access: FR_ACCESS, iova: FR_IOVA, length: 4096 };
+    (h, w)
+}
+
+fn local_inv(wr_id: u64, key: u32) -> SendWqe {
+    let mut w = send_wr(wr_id, WrOpcode::LocalInv, &[]);
+    w.imm_data = key;
+    w
+}
+
+#[test]
+fn rc_fast_reg_then_remote_write_and_read_through_the_new_rkey() {
+    let mut r = setup();
+    let (h, reg) = fast_setup(&mut r, 0x5a);
+    let key = fast_key(h, 0x5a);
+    // Before registration the key names nothing.
+    assert!(!r.mb.fast[h as usize].valid);
+    r.b.post_send(&reg).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let (s, _) = all_cqes(&mut r.b);
+    assert_eq!(s.len(), 1);
+    assert_eq!((s[0].wr_id, s[0].status, s[0].opcode, s[0].byte_len), (50, WcStatus::Success, WcOpcode::RegMr, 0));
+    let f = &r.mb.fast[h as usize];
+    assert!(f.valid);
+    assert_eq!((f.key, f.iova, f.length, f.access), (key, FR_IOVA, 4096, FR_ACCESS));
+    // WRITE 1000 bytes (4 packets) at iova + 100 through the new R_Key.
+    let mut w = write(&r, 1, 1000, FR_IOVA + 100);
+    w.rkey = key;
+    r.a.post_send(&w).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(&r.mb.fast[h as usize].data[100..1100], r.ma.bytes(r.src, 0, 1000));
+    // READ it back into another part of A's buffer.
+    let mut rd = read(&r, 2, 1000, 0x1_0000 + 8192, FR_IOVA + 100);
+    rd.rkey = key;
+    r.a.post_send(&rd).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let (s, _) = all_cqes(&mut r.a);
+    assert!(s.iter().all(|c| c.status == WcStatus::Success), "{s:?}");
+    assert_eq!(r.ma.bytes(r.src, 8192, 1000), r.ma.bytes(r.src, 0, 1000));
+    // The old key byte no longer names it.
+    let mut w = write(&r, 3, 8, FR_IOVA);
+    w.rkey = fast_key(h, 0);
+    r.a.post_send(&w).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::RemAccessErr);
+}
+
+#[test]
+fn rc_local_inv_then_remote_access_is_refused_and_memory_untouched() {
+    let mut r = setup();
+    let (h, reg) = fast_setup(&mut r, 7);
+    let key = fast_key(h, 7);
+    r.b.post_send(&reg).unwrap();
+    r.b.post_send(&local_inv(51, key)).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let (s, _) = all_cqes(&mut r.b);
+    let ops: Vec<_> = s.iter().map(|c| (c.wr_id, c.status, c.opcode)).collect();
+    assert_eq!(ops, [(50, WcStatus::Success, WcOpcode::RegMr), (51, WcStatus::Success, WcOpcode::LocalInv)]);
+    assert!(!r.mb.fast[h as usize].valid);
+    let mut w = write(&r, 1, 16, FR_IOVA);
+    w.rkey = key;
+    r.a.post_send(&w).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::RemAccessErr);
+    assert!(r.mb.fast[h as usize].data.iter().all(|&x| x == 0), "an invalid region was written");
+    // READ is refused the same way (a fresh pair: A is in ERR now).
+    let mut r = setup();
+    let (h, reg) = fast_setup(&mut r, 7);
+    r.b.post_send(&reg).unwrap();
+    r.b.post_send(&local_inv(51, fast_key(h, 7))).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let mut rd = read(&r, 2, 16, 0x1_0000, FR_IOVA);
+    rd.rkey = fast_key(h, 7);
+    r.a.post_send(&rd).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let (s, _) = all_cqes(&mut r.a);
+    assert_eq!(s[0].status, WcStatus::RemAccessErr);
+}
+
+#[test]
+fn rc_send_with_invalidate_invalidates_a_fast_registered_rkey() {
+    let mut r = setup();
+    let (h, reg) = fast_setup(&mut r, 9);
+    r.b.post_send(&reg).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert!(r.mb.fast[h as usize].valid);
+    post_recvs(&mut r, 1);
+    let mut w = send(&r, 1, 10);
+    w.opcode = WrOpcode::SendWithInv;
+    w.imm_data = fast_key(h, 9);
+    r.a.post_send(&w).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let c = r.b.poll_recv_cq().unwrap();
+    assert_eq!((c.status, c.wc_flags, c.imm_data), (WcStatus::Success, wc_flags::WITH_INV, fast_key(h, 9)));
+    assert!(!r.mb.fast[h as usize].valid);
+    // Registered again (the consumer bumps the key byte) it works again.
+    let mut reg2 = reg;
+    reg2.reg.key = fast_key(h, 10);
+    r.b.post_send(&reg2).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert!(r.mb.fast[h as usize].valid);
+    assert_eq!(r.mb.fast[h as usize].key, fast_key(h, 10));
+}
+
+#[test]
+fn rc_fast_reg_takes_effect_in_order_when_the_requester_reaches_it() {
+    let mut r = setup();
+    let (h, reg) = fast_setup(&mut r, 1);
+    // B: a 3-packet SEND, then REG_MR, then a 1-packet SEND.
+    for i in 0..2 {
+        r.a.post_recv(&recv_wr(i, &[(0x1_0000 + i * 1024, 1024, r.src)])).unwrap();
+    }
+    r.b.post_send(&send_wr(1, WrOpcode::Send, &[(0x2_0000, 600, r.dst)])).unwrap();
+    r.b.post_send(&reg).unwrap();
+    r.b.post_send(&send_wr(3, WrOpcode::Send, &[(0x2_0000, 8, r.dst)])).unwrap();
+    // Posting executes nothing.
+    assert!(!r.mb.fast[h as usize].valid);
+    let mut buf = vec![0u8; 4096 + 64];
+    let mut pkts = Vec::new();
+    for n in 0..3 {
+        let t = poll_checked(&mut r.b, 0, &mut r.mb, &mut buf).unwrap();
+        pkts.push(buf[..t.len].to_vec());
+        // Not before the SEND ahead of it was wholly processed.
+        assert!(!r.mb.fast[h as usize].valid, "REG_MR took effect during packet {n} of the SEND before it");
+    }
+    // The next packet is the later SEND: the registration ran first.
+    let t = poll_checked(&mut r.b, 0, &mut r.mb, &mut buf).unwrap();
+    assert!(r.mb.fast[h as usize].valid, "REG_MR did not take effect before the SEND after it");
+    pkts.push(buf[..t.len].to_vec());
+    assert_eq!(p(&pkts[3]).h.psn, Psn::new(PSN_B).wrapping_add(3), "REG_MR used no PSN");
+    // Completed at once but reported in order: nothing before the ACKs.
+    assert!(r.b.poll_send_cq().is_none());
+    for pk in &pkts {
+        deliver(&mut r.a, 0, &mut r.ma, pk);
+    }
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let (s, _) = all_cqes(&mut r.b);
+    let ops: Vec<_> = s.iter().map(|c| (c.wr_id, c.status, c.opcode)).collect();
+    assert_eq!(
+        ops,
+        [(1, WcStatus::Success, WcOpcode::Send), (50, WcStatus::Success, WcOpcode::RegMr), (3, WcStatus::Success, WcOpcode::Send)]
+    );
+    assert!(r.b.is_send_idle());
+}
+
+#[test]
+fn rc_go_back_n_over_a_local_operation_does_not_run_it_again() {
+    let mut r = setup();
+    let (h, reg) = fast_setup(&mut r, 2);
+    for i in 0..2 {
+        r.a.post_recv(&recv_wr(i, &[(0x1_0000 + i * 1024, 1024, r.src)])).unwrap();
+    }
+    r.b.post_send(&send_wr(1, WrOpcode::Send, &[(0x2_0000, 600, r.dst)])).unwrap();
+    r.b.post_send(&reg).unwrap();
+    r.b.post_send(&local_inv(52, fast_key(h, 2))).unwrap();
+    r.b.post_send(&send_wr(3, WrOpcode::Send, &[(0x2_0000, 8, r.dst)])).unwrap();
+    // Everything B sends is lost once; the ACK timeout sends it again.
+    let lost = drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(lost.len(), 4);
+    assert!(!r.mb.fast[h as usize].valid, "registered then invalidated");
+    let t = r.b.next_deadline().unwrap();
+    r.b.on_timer(t);
+    // Re-registering would fail (or leave it valid): it is not run again.
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, t);
+    let (s, _) = all_cqes(&mut r.b);
+    let ops: Vec<_> = s.iter().map(|c| (c.wr_id, c.status, c.opcode)).collect();
+    assert_eq!(
+        ops,
+        [
+            (1, WcStatus::Success, WcOpcode::Send),
+            (50, WcStatus::Success, WcOpcode::RegMr),
+            (52, WcStatus::Success, WcOpcode::LocalInv),
+            (3, WcStatus::Success, WcOpcode::Send)
+        ]
+    );
+    assert!(!r.mb.fast[h as usize].valid);
+    let (_, rr) = all_cqes(&mut r.a);
+    assert_eq!(rr.len(), 2);
+}
+
+#[test]
+fn rc_fast_reg_errors_complete_in_error_and_flush() {
+    // Registering a region that is already valid (IBTA: it must be free).
+    let mut r = setup();
+    let (_, reg) = fast_setup(&mut r, 3);
+    r.b.post_send(&reg).unwrap();
+    r.b.post_send(&reg).unwrap();
+    r.b.post_send(&local_inv(53, 0x4242)).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let (s, _) = all_cqes(&mut r.b);
+    let st: Vec<_> = s.iter().map(|c| (c.status, c.opcode)).collect();
+    assert_eq!(
+        st,
+        [
+            (WcStatus::Success, WcOpcode::RegMr),
+            (WcStatus::LocProtErr, WcOpcode::RegMr),
+            (WcStatus::WrFlushErr, WcOpcode::LocalInv)
+        ]
+    );
+    assert_eq!(r.b.state(), QpState::Err);
+    // Invalidating a key that names nothing.
+    let mut r = setup();
+    r.b.post_send(&local_inv(54, 0x4242)).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(r.b.poll_send_cq().unwrap().status, WcStatus::LocProtErr);
+    // Another PD's region.
+    let mut r = setup();
+    let h = r.mb.alloc_fast(PD + 1, 4096);
+    let mut w = send_wr(55, WrOpcode::RegMr, &[]);
+    w.reg = FastReg { mr: h, key: fast_key(h, 1), access: FR_ACCESS, iova: 0, length: 4096 };
+    r.b.post_send(&w).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(r.b.poll_send_cq().unwrap().status, WcStatus::LocProtErr);
+}
+
+#[test]
+fn rc_local_operations_are_not_inline_and_not_on_ud() {
+    let mut r = setup();
+    let (_, mut reg) = fast_setup(&mut r, 4);
+    reg.send_flags |= send_flags::INLINE;
+    assert!(r.b.post_send(&reg).is_err());
+    let mut ud = ud_qp(0x33, 0x1111, Mtu::Mtu256, 0);
+    reg.send_flags = 0;
+    assert!(ud.post_send(&reg).is_err());
+    assert!(ud.post_send(&local_inv(1, 0x4242)).is_err());
+    // Process rings use from_u32, which names neither.
+    assert_eq!(WrOpcode::from_u32(WrOpcode::RegMr as u32), None);
+    assert_eq!(WrOpcode::from_u32(WrOpcode::LocalInv as u32), None);
+    assert_eq!((WcOpcode::LocalInv as u32, WcOpcode::RegMr as u32), (6, 10));
 }

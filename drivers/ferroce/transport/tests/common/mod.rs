@@ -5,7 +5,7 @@
 use ferroce_transport::engine::{NetHeader, Qp, QpConfig, RecvSlot, RxOutcome, SendSlot};
 use ferroce_transport::memory::{Key, MemError, Memory};
 use ferroce_transport::qp::{mask, Mtu, QpAttr, QpState, QpType};
-use ferroce_transport::verbs::{access, RecvWqe, SendWqe, Sge, WrOpcode, MAX_SGE};
+use ferroce_transport::verbs::{access, FastReg, RecvWqe, SendWqe, Sge, WrOpcode, MAX_SGE};
 
 pub type TestQp = Qp<Vec<SendSlot>, Vec<RecvSlot>>;
 
@@ -20,10 +20,28 @@ pub struct Region {
     pub valid: bool,
 }
 
+/// A fast-registration region (`alloc_mr`): `data` is its pages; the key
+/// is `(0x100 + handle) << 8 | consumer byte`, valid only once registered.
+pub struct FastRegion {
+    pub pd: u32,
+    pub data: Vec<u8>,
+    pub key: u32,
+    pub access: u32,
+    pub iova: u64,
+    pub length: u64,
+    pub valid: bool,
+}
+
 /// Registered memory over `Vec<u8>` regions.
 #[derive(Default)]
 pub struct VecMemory {
     pub regions: Vec<Region>,
+    pub fast: Vec<FastRegion>,
+}
+
+/// The key of fast region `handle` with consumer byte `byte`.
+pub fn fast_key(handle: u32, byte: u8) -> u32 {
+    ((0x100 + handle) << 8) | u32::from(byte)
 }
 
 impl VecMemory {
@@ -46,12 +64,39 @@ impl VecMemory {
         &self.region(key).data[off..off + len]
     }
 
-    fn find(&mut self, pd: u32, key: Key, va: u64, len: u64, need: u32) -> Result<(usize, usize), MemError> {
+    /// Allocates a fast-registration region of `len` bytes of pages
+    /// (invalid); returns its handle.
+    pub fn alloc_fast(&mut self, pd: u32, len: usize) -> u32 {
+        let h = self.fast.len() as u32;
+        self.fast.push(FastRegion { pd, data: vec![0; len], key: fast_key(h, 0), access: 0, iova: 0, length: 0, valid: false });
+        h
+    }
+
+    fn find(&mut self, pd: u32, key: Key, va: u64, len: u64, need: u32) -> Result<(&mut [u8], usize), MemError> {
         let k = match key {
             Key::Local(k) | Key::Remote(k) => k,
         };
+        if k >= 0x1_0000 {
+            let h = ((k >> 8) - 0x100) as usize;
+            let r = self.fast.get_mut(h).ok_or(MemError::InvalidKey)?;
+            if !r.valid || r.key != k {
+                return Err(MemError::InvalidKey);
+            }
+            if r.pd != pd {
+                return Err(MemError::PdMismatch);
+            }
+            if r.access & need != need {
+                return Err(MemError::AccessDenied);
+            }
+            let start = va.checked_sub(r.iova).ok_or(MemError::OutOfBounds)?;
+            let end = start.checked_add(len).ok_or(MemError::OutOfBounds)?;
+            if end > r.length {
+                return Err(MemError::OutOfBounds);
+            }
+            return Ok((&mut r.data[..], start as usize));
+        }
         let idx = k.checked_sub(0x100).ok_or(MemError::InvalidKey)? as usize;
-        let r = self.regions.get(idx).ok_or(MemError::InvalidKey)?;
+        let r = self.regions.get_mut(idx).ok_or(MemError::InvalidKey)?;
         if !r.valid {
             return Err(MemError::InvalidKey);
         }
@@ -66,7 +111,7 @@ impl VecMemory {
         if end > r.data.len() as u64 {
             return Err(MemError::OutOfBounds);
         }
-        Ok((idx, start as usize))
+        Ok((&mut r.data[..], start as usize))
     }
 }
 
@@ -81,14 +126,14 @@ fn need(key: Key, write: bool) -> u32 {
 
 impl Memory for VecMemory {
     fn read(&mut self, pd: u32, key: Key, va: u64, dst: &mut [u8]) -> Result<(), MemError> {
-        let (i, s) = self.find(pd, key, va, dst.len() as u64, need(key, false))?;
-        dst.copy_from_slice(&self.regions[i].data[s..s + dst.len()]);
+        let (d, s) = self.find(pd, key, va, dst.len() as u64, need(key, false))?;
+        dst.copy_from_slice(&d[s..s + dst.len()]);
         Ok(())
     }
 
     fn write(&mut self, pd: u32, key: Key, va: u64, src: &[u8]) -> Result<(), MemError> {
-        let (i, s) = self.find(pd, key, va, src.len() as u64, need(key, true))?;
-        self.regions[i].data[s..s + src.len()].copy_from_slice(src);
+        let (d, s) = self.find(pd, key, va, src.len() as u64, need(key, true))?;
+        d[s..s + src.len()].copy_from_slice(src);
         Ok(())
     }
 
@@ -100,8 +145,8 @@ impl Memory for VecMemory {
         if !va.is_multiple_of(8) {
             return Err(MemError::Misaligned);
         }
-        let (i, s) = self.find(pd, Key::Remote(rkey), va, 8, access::REMOTE_ATOMIC)?;
-        let cell: &mut [u8; 8] = (&mut self.regions[i].data[s..s + 8]).try_into().unwrap();
+        let (d, s) = self.find(pd, Key::Remote(rkey), va, 8, access::REMOTE_ATOMIC)?;
+        let cell: &mut [u8; 8] = (&mut d[s..s + 8]).try_into().unwrap();
         let old = u64::from_ne_bytes(*cell);
         if old == compare {
             *cell = swap.to_ne_bytes();
@@ -113,19 +158,53 @@ impl Memory for VecMemory {
         if !va.is_multiple_of(8) {
             return Err(MemError::Misaligned);
         }
-        let (i, s) = self.find(pd, Key::Remote(rkey), va, 8, access::REMOTE_ATOMIC)?;
-        let cell: &mut [u8; 8] = (&mut self.regions[i].data[s..s + 8]).try_into().unwrap();
+        let (d, s) = self.find(pd, Key::Remote(rkey), va, 8, access::REMOTE_ATOMIC)?;
+        let cell: &mut [u8; 8] = (&mut d[s..s + 8]).try_into().unwrap();
         let old = u64::from_ne_bytes(*cell);
         *cell = old.wrapping_add(add).to_ne_bytes();
         Ok(old)
     }
 
     fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
-        let (i, _) = self.find(pd, Key::Remote(rkey), 0, 0, 0).or_else(|e| match e {
-            MemError::OutOfBounds => Ok(((rkey - 0x100) as usize, 0)),
-            e => Err(e),
-        })?;
-        self.regions[i].valid = false;
+        if rkey >= 0x1_0000 {
+            let r = self.fast.get_mut(((rkey >> 8) - 0x100) as usize).ok_or(MemError::InvalidKey)?;
+            if r.key != rkey {
+                return Err(MemError::InvalidKey);
+            }
+            if r.pd != pd {
+                return Err(MemError::PdMismatch);
+            }
+            r.valid = false;
+            return Ok(());
+        }
+        let idx = rkey.checked_sub(0x100).ok_or(MemError::InvalidKey)? as usize;
+        let r = self.regions.get_mut(idx).ok_or(MemError::InvalidKey)?;
+        if !r.valid {
+            return Err(MemError::InvalidKey);
+        }
+        if r.pd != pd {
+            return Err(MemError::PdMismatch);
+        }
+        r.valid = false;
+        Ok(())
+    }
+
+    fn fast_register(&mut self, pd: u32, reg: &FastReg) -> Result<(), MemError> {
+        let r = self.fast.get_mut(reg.mr as usize).ok_or(MemError::InvalidKey)?;
+        if r.valid || reg.key >> 8 != r.key >> 8 {
+            return Err(MemError::InvalidKey);
+        }
+        if r.pd != pd {
+            return Err(MemError::PdMismatch);
+        }
+        if reg.iova.checked_add(reg.length).is_none() || reg.length > r.data.len() as u64 {
+            return Err(MemError::OutOfBounds);
+        }
+        r.key = reg.key;
+        r.access = reg.access;
+        r.iova = reg.iova;
+        r.length = reg.length;
+        r.valid = true;
         Ok(())
     }
 }
