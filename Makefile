@@ -3,12 +3,13 @@
 #
 #   make demo     boot a guest, load the module, create a device, run verbs tools
 #   make check    every test: host (transport engine) and guest; ends "N passed, N failed"
+#   make check-debug  the guest tests on a KASAN + lockdep + kmemleak build of the same kernel source
 #   make build    the module and provider, built in the sysroot
 #   make module   the module against your own CONFIG_RUST kernel: make module KDIR=/lib/modules/$(uname -r)/build
 #   make bench    rdma_rxe vs ferroce, same perftest commands, in one guest (loopback) and across two guests: table, results/bench.{json,png}
 #   make fuzz     a long fuzzing run of the transport engine's receive path
 #   make shell    an interactive guest with the module and provider
-.PHONY: all build demo check bench module fuzz shell clean
+.PHONY: all build demo check check-debug bench module fuzz shell clean
 
 all: build
 
@@ -20,6 +21,9 @@ demo:
 
 check:
 	tools/check
+
+check-debug:
+	tools/check-debug $(TESTS)
 
 bench:
 	tools/bench
