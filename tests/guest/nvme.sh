@@ -38,10 +38,18 @@ setup_target() {
 check "nvmet subsystem with /dev/nullb0 and an RDMA port on $ADDR:$PORT" setup_target
 dmesg | grep -i nvmet | tail -3
 
-# The host. nvme-cli's `nvme connect -t rdma -a ADDR -s PORT -n NQN` does
-# exactly this: it writes the options to /dev/nvme-fabrics and reads back
-# the new controller's instance.
+# The host: nvme-cli's `nvme connect -t rdma -a ADDR -s PORT -n NQN`
+# (tools/sysroot.packages-added), which writes the options to
+# /dev/nvme-fabrics and reads back the new controller's instance; without
+# nvme-cli in the tree, the same by hand.
 connect() {
+	if command -v nvme >/dev/null; then
+		nvme connect -t rdma -a "$ADDR" -s "$PORT" -n "$NQN" || return 1
+		CTRL=$(basename "$(dirname "$(grep -lx "$NQN" /sys/class/nvme/nvme*/subsysnqn | head -1)")")
+		echo "connected: $CTRL"
+		[ -n "$CTRL" ] && [ "$CTRL" != . ]
+		return
+	fi
 	local r
 	exec 3<>/dev/nvme-fabrics || return 1
 	echo "transport=rdma,traddr=$ADDR,trsvcid=$PORT,nqn=$NQN" >&3 || { exec 3>&-; return 1; }
@@ -103,7 +111,11 @@ stats=$(rdma statistic show link fr0/1)
 echo "$stats"
 expect "packets went through fr0" '(tx_packets|tx_local) [1-9][0-9]{4}' "$stats"
 
-check "disconnect (delete_controller)" sh -c "echo 1 >/sys/class/nvme/$CTRL/delete_controller"
+if command -v nvme >/dev/null; then
+	check "nvme disconnect -n $NQN" nvme disconnect -n "$NQN"
+else
+	check "disconnect (delete_controller)" sh -c "echo 1 >/sys/class/nvme/$CTRL/delete_controller"
+fi
 for _ in $(seq 100); do
 	[ -e "/sys/class/nvme/$CTRL" ] || break
 	sleep 0.1
