@@ -13,9 +13,6 @@ check "rdma link add fr0" rdma link add fr0 type ferroce netdev eth0
 G4=$(wait_gid fr0 '::ffff:10\.0\.2\.15')
 G6=$(wait_gid fr0 'fd00::15')
 check "RoCE v2 GIDs of 10.0.2.15 and fd00::15" test -n "$G4" -a -n "$G6"
-# res_of DEV: "pd N cq N qp N cm_id N mr N ..." of DEV (the kernel's own
-# objects, such as the MAD layer's GSI QP, included)
-res_of() { rdma resource show | sed -n "s/^[0-9]*: $1: //p"; }
 res0=$(res_of fr0)
 echo "resources before: $res0"
 

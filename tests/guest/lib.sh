@@ -83,6 +83,9 @@ cm_listening() {
 	done
 	return 1
 }
+# res_of DEV: "pd N cq N qp N cm_id N mr N ..." of DEV in `rdma resource
+# show` (the kernel's own objects, such as the MAD layer's GSI QP, included)
+res_of() { rdma resource show | sed -n "s/^[0-9]*: $1: //p"; }
 # wait_pid PID SECONDS: wait for PID, killing it after SECONDS; its status
 wait_pid() {
 	local i

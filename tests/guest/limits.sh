@@ -7,7 +7,6 @@
 # what it held before and the kernel logged nothing (tools/vm).
 . "$(dirname "$0")/lib.sh"
 
-res_of() { rdma resource show | sed -n "s/^[0-9]*: $1: //p"; }
 check "rdma link add fr0" rdma link add fr0 type ferroce netdev eth0
 G=$(wait_gid fr0 '::ffff:10\.0\.2\.15')
 check "RoCE v2 GID of 10.0.2.15 found" test -n "$G"

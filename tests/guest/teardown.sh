@@ -9,7 +9,6 @@
 #   done once the processes are gone).
 . "$(dirname "$0")/lib.sh"
 
-res_of() { rdma resource show | sed -n "s/^[0-9]*: $1: //p"; }
 # traffic DEV IP: ib_write_bw for 60 s (duration mode) on DEV to IP, in the
 # background (pids in TPIDS); returns once packets flow
 traffic() {
