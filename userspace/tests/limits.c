@@ -76,115 +76,83 @@ static struct ibv_qp *rc_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq
 	return ibv_create_qp(pd, &ia);
 }
 
+/* The objects the kind callbacks create in (set up by limits()). */
+static struct ibv_pd *pd0;
+static struct ibv_cq *cq0;
+static char buf[4096] __attribute__((aligned(4096)));
+static struct ibv_ah_attr ah_attr;
+
+static void *make_pd(void) { return ibv_alloc_pd(ctx); }
+static void drop_pd(void *o) { ibv_dealloc_pd(o); }
+static void *make_cq(void) { return ibv_create_cq(ctx, 1, NULL, NULL, 0); }
+static void drop_cq(void *o) { ibv_destroy_cq(o); }
+static void *make_mr(void) { return ibv_reg_mr(pd0, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE); }
+static void drop_mr(void *o) { ibv_dereg_mr(o); }
+static void *make_ah(void) { return ibv_create_ah(pd0, &ah_attr); }
+static void drop_ah(void *o) { ibv_destroy_ah(o); }
+static void *make_qp(void) { return rc_qp(pd0, cq0, cq0, 1, 1); }
+static void drop_qp(void *o) { ibv_destroy_qp(o); }
+
+/* to_max NAME MAX HELD MAKE DROP: creates objects until the device refuses
+ * (at most MAX + 1), checks the count (HELD: already held by this program)
+ * and the refusal, and frees them */
+static void to_max(const char *name, long max, long held, void *(*make)(void), void (*drop)(void *))
+{
+	void **objs = calloc(max + 2, sizeof(*objs));
+	long n;
+	int err = 0;
+	if (!objs)
+		die("calloc");
+	for (n = 0; n <= max; n++) {
+		objs[n] = make();
+		if (!objs[n]) {
+			err = errno;
+			break;
+		}
+	}
+	reached(name, n + held, max, err);
+	while (n-- > 0)
+		drop(objs[n]);
+	free(objs);
+}
+
+/* refused WHAT OBJ: OBJ (created one past a maximum) must not exist, with
+ * EINVAL or ENOMEM; freed if it does */
+static void refused(const char *what, void *obj, void (*drop)(void *))
+{
+	int err = errno;
+	result(!obj && (err == EINVAL || err == ENOMEM), "%s refused (%s)", what, obj ? "created" : strerror(err));
+	if (obj)
+		drop(obj);
+}
+
 static void limits(void)
 {
-	long n, max;
-	int err;
-	struct ibv_pd *pd0 = ibv_alloc_pd(ctx);
-	if (!pd0)
-		die("ibv_alloc_pd");
-
-	/* PDs */
-	max = da.max_pd;
-	struct ibv_pd **pds = calloc(max + 2, sizeof(*pds));
-	for (n = 0, err = 0; n <= max; n++) {
-		pds[n] = ibv_alloc_pd(ctx);
-		if (!pds[n]) {
-			err = errno;
-			break;
-		}
-	}
-	reached("PD", n + 1 /* pd0 */, max, err);
-	while (n-- > 0)
-		ibv_dealloc_pd(pds[n]);
-	free(pds);
-
-	/* CQs */
-	max = da.max_cq;
-	struct ibv_cq **cqs = calloc(max + 2, sizeof(*cqs));
-	for (n = 0, err = 0; n <= max; n++) {
-		cqs[n] = ibv_create_cq(ctx, 1, NULL, NULL, 0);
-		if (!cqs[n]) {
-			err = errno;
-			break;
-		}
-	}
-	reached("CQ", n, max, err);
-	while (n-- > 0)
-		ibv_destroy_cq(cqs[n]);
-	free(cqs);
-	errno = 0;
-	struct ibv_cq *big = ibv_create_cq(ctx, da.max_cqe + 1, NULL, NULL, 0);
-	result(!big && (errno == EINVAL || errno == ENOMEM), "CQ of max_cqe + 1 (%d) entries refused (%s)", da.max_cqe + 1,
-	       big ? "created" : strerror(errno));
-	if (big)
-		ibv_destroy_cq(big);
-
-	/* MRs over one buffer */
-	static char buf[4096] __attribute__((aligned(4096)));
-	max = da.max_mr;
-	struct ibv_mr **mrs = calloc(max + 2, sizeof(*mrs));
-	for (n = 0, err = 0; n <= max; n++) {
-		mrs[n] = ibv_reg_mr(pd0, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
-		if (!mrs[n]) {
-			err = errno;
-			break;
-		}
-	}
-	reached("MR", n, max, err);
-	while (n-- > 0)
-		ibv_dereg_mr(mrs[n]);
-	free(mrs);
-
-	/* AHs */
-	max = da.max_ah;
-	struct ibv_ah **ahs = calloc(max + 2, sizeof(*ahs));
-	struct ibv_ah_attr aa = {
+	char what[96];
+	pd0 = ibv_alloc_pd(ctx);
+	cq0 = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (!pd0 || !cq0)
+		die("ibv_alloc_pd/ibv_create_cq");
+	ah_attr = (struct ibv_ah_attr){
 		.is_global = 1, .port_num = 1,
 		.grh = { .dgid = gid, .sgid_index = (uint8_t)gidx, .hop_limit = 64 },
 	};
-	for (n = 0, err = 0; n <= max; n++) {
-		ahs[n] = ibv_create_ah(pd0, &aa);
-		if (!ahs[n]) {
-			err = errno;
-			break;
-		}
-	}
-	reached("AH", n, max, err);
-	while (n-- > 0)
-		ibv_destroy_ah(ahs[n]);
-	free(ahs);
+	to_max("PD", da.max_pd, 1 /* pd0 */, make_pd, drop_pd);
+	to_max("CQ", da.max_cq, 1 /* cq0 */, make_cq, drop_cq);
+	to_max("MR", da.max_mr, 0, make_mr, drop_mr);
+	to_max("AH", da.max_ah, 0, make_ah, drop_ah);
+	to_max("QP", da.max_qp, 0, make_qp, drop_qp);
 
-	/* QPs (RC, one CQ) */
-	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	if (!cq)
-		die("ibv_create_cq");
-	max = da.max_qp;
-	struct ibv_qp **qps = calloc(max + 2, sizeof(*qps));
-	for (n = 0, err = 0; n <= max; n++) {
-		qps[n] = rc_qp(pd0, cq, cq, 1, 1);
-		if (!qps[n]) {
-			err = errno;
-			break;
-		}
-	}
-	reached("QP", n, max, err);
-	while (n-- > 0)
-		ibv_destroy_qp(qps[n]);
-	free(qps);
+	snprintf(what, sizeof(what), "CQ of max_cqe + 1 (%d) entries", da.max_cqe + 1);
 	errno = 0;
-	struct ibv_qp *q = rc_qp(pd0, cq, cq, da.max_qp_wr + 1, 1);
-	result(!q && (errno == EINVAL || errno == ENOMEM), "QP with max_qp_wr + 1 (%d) work requests refused (%s)",
-	       da.max_qp_wr + 1, q ? "created" : strerror(errno));
-	if (q)
-		ibv_destroy_qp(q);
+	refused(what, ibv_create_cq(ctx, da.max_cqe + 1, NULL, NULL, 0), drop_cq);
+	snprintf(what, sizeof(what), "QP with max_qp_wr + 1 (%d) work requests", da.max_qp_wr + 1);
 	errno = 0;
-	q = rc_qp(pd0, cq, cq, 1, da.max_sge + 1);
-	result(!q && (errno == EINVAL || errno == ENOMEM), "QP with max_sge + 1 (%d) SGEs refused (%s)", da.max_sge + 1,
-	       q ? "created" : strerror(errno));
-	if (q)
-		ibv_destroy_qp(q);
-	ibv_destroy_cq(cq);
+	refused(what, rc_qp(pd0, cq0, cq0, da.max_qp_wr + 1, 1), drop_qp);
+	snprintf(what, sizeof(what), "QP with max_sge + 1 (%d) SGEs", da.max_sge + 1);
+	errno = 0;
+	refused(what, rc_qp(pd0, cq0, cq0, 1, da.max_sge + 1), drop_qp);
+	ibv_destroy_cq(cq0);
 	ibv_dealloc_pd(pd0);
 }
 
