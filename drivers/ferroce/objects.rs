@@ -935,29 +935,14 @@ pub(crate) unsafe extern "C" fn reg_user_mr(
                 release(umem);
                 return Err(e);
             }
-            let mr = match KBox::new(FerroceMr { ib: core::mem::zeroed(), umem, index: 0, staged: KVec::new(), nstaged: 0 }, GFP_KERNEL) {
+            let entry = MrEntry { pd: pd_handle(ibpd), access: acc, iova: virt, length, key: 0, kind: MrKind::User { pages, offset } };
+            let mr = match new_mr(umem, KVec::new()).and_then(|mr| install_mr(dev, mr, entry)) {
                 Ok(mr) => mr,
                 Err(e) => {
                     release(umem);
-                    return Err(e.into());
+                    return Err(e);
                 }
             };
-            let key = dev.state.lock().insert_mr(MrEntry {
-                pd: pd_handle(ibpd),
-                access: acc,
-                iova: virt,
-                length,
-                key: 0,
-                kind: MrKind::User { pages, offset },
-            });
-            let Some(key) = key else {
-                release(umem);
-                return Err(ENOMEM);
-            };
-            let mr = KBox::into_raw(mr);
-            (*mr).index = key >> 8;
-            (*mr).ib.lkey = key;
-            (*mr).ib.rkey = key;
             (*mr).ib.iova = virt;
             (*mr).ib.length = length;
             Ok(mr.cast())
@@ -972,20 +957,35 @@ pub(crate) unsafe extern "C" fn get_dma_mr(ibpd: *mut b::ib_pd, access: c_int) -
         (|| -> Result<*mut b::ib_mr> {
             let acc = check_access(access)?;
             let dev = dev_of((*ibpd).device);
-            let mr = KBox::new(FerroceMr { ib: core::mem::zeroed(), umem: null_mut(), index: 0, staged: KVec::new(), nstaged: 0 }, GFP_KERNEL)?;
-            let key = dev
-                .state
-                .lock()
-                .insert_mr(MrEntry { pd: pd_handle(ibpd), access: acc, iova: 0, length: u64::MAX, key: 0, kind: MrKind::Dma })
-                .ok_or(ENOMEM)?;
-            let mr = KBox::into_raw(mr);
-            (*mr).index = key >> 8;
-            (*mr).ib.lkey = key;
-            (*mr).ib.rkey = key;
-            Ok(mr.cast())
+            let entry = MrEntry { pd: pd_handle(ibpd), access: acc, iova: 0, length: u64::MAX, key: 0, kind: MrKind::Dma };
+            Ok(install_mr(dev, new_mr(null_mut(), KVec::new())?, entry)?.cast())
         })()
     };
     r.unwrap_or_else(err_ptr)
+}
+
+/// A new region object (`umem` for registered user memory, `staged` the
+/// page list of a fast region, else empty).
+fn new_mr(umem: *mut b::ib_umem, staged: KVec<u64>) -> Result<KBox<FerroceMr>> {
+    // SAFETY: `ib_mr` is plain data the core fills in; all zeroes is its
+    // initial state (the core's own allocation is zeroed too).
+    let ib = unsafe { core::mem::zeroed() };
+    Ok(KBox::new(FerroceMr { ib, umem, index: 0, staged, nstaged: 0 }, GFP_KERNEL)?)
+}
+
+/// Enters `entry` into the device's region table and gives `mr` its keys
+/// (lkey = rkey = the table's key; `index` its slot). ENOMEM when the table
+/// is full; `mr` is then freed.
+fn install_mr(dev: &FerroceDevice, mr: KBox<FerroceMr>, entry: MrEntry) -> Result<*mut FerroceMr> {
+    let key = dev.state.lock().insert_mr(entry).ok_or(ENOMEM)?;
+    let mr = KBox::into_raw(mr);
+    // SAFETY: `mr` came from `KBox::into_raw` just above: valid and ours.
+    unsafe {
+        (*mr).index = key >> 8;
+        (*mr).ib.lkey = key;
+        (*mr).ib.rkey = key;
+    }
+    Ok(mr)
 }
 
 /// A zeroed page list of `n` entries.
@@ -1014,18 +1014,9 @@ pub(crate) unsafe extern "C" fn alloc_mr(ibpd: *mut b::ib_pd, mr_type: b::ib_mr_
             let dev = dev_of((*ibpd).device);
             let pages = page_list(n)?;
             let staged = page_list(n)?;
-            let mr = KBox::new(FerroceMr { ib: core::mem::zeroed(), umem: null_mut(), index: 0, staged, nstaged: 0 }, GFP_KERNEL)?;
             let fast = FastMr { pages, npages: 0, page_size: PAGE_SIZE as u64, first_off: 0, valid: false };
-            let key = dev
-                .state
-                .lock()
-                .insert_mr(MrEntry { pd: pd_handle(ibpd), access: 0, iova: 0, length: 0, key: 0, kind: MrKind::Fast(fast) })
-                .ok_or(ENOMEM)?;
-            let mr = KBox::into_raw(mr);
-            (*mr).index = key >> 8;
-            (*mr).ib.lkey = key;
-            (*mr).ib.rkey = key;
-            Ok(mr.cast())
+            let entry = MrEntry { pd: pd_handle(ibpd), access: 0, iova: 0, length: 0, key: 0, kind: MrKind::Fast(fast) };
+            Ok(install_mr(dev, new_mr(null_mut(), staged)?, entry)?.cast())
         })()
     };
     r.unwrap_or_else(err_ptr)
