@@ -31,6 +31,15 @@ cm_wait() {
 # cm_pair "SERVER CMD" CLIENT CMD...: the server, once it listens the
 # client; both must succeed (logs /tmp/srv.log, /tmp/cli.log)
 cm_pair() {
+	local try
+	for try in 1 2 3; do
+		_cm_pair_once "$@" && return 0
+		perftest_cm_race /tmp/cli.log || return 1
+		echo "--- perftest's client connected before its server listened (REJ reason 8) and its retry failed (perftest bug, linux-rdma/perftest#93): run $try of 3"
+	done
+	return 1
+}
+_cm_pair_once() {
 	local srv=$1; shift
 	timeout 120 $srv >/tmp/srv.log 2>&1 &
 	local spid=$! c s

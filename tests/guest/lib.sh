@@ -83,6 +83,12 @@ cm_listening() {
 	done
 	return 1
 }
+# perftest_cm_race LOG: perftest -R's client sent its connection request
+# before the server's rdma_cm listener for the test QPs existed (the server
+# listens a second time after the handshake); the CM rejected it with reason
+# 8 (invalid service ID), and perftest's retry of the connect crashes or
+# gives up (linux-rdma/perftest#93): the run says nothing about the device
+perftest_cm_race() { grep -q "RDMA_CM_EVENT_REJECTED; error: 8\." "$1"; }
 # res_of DEV: "pd N cq N qp N cm_id N mr N ..." of DEV in `rdma resource
 # show` (the kernel's own objects, such as the MAD layer's GSI QP, included)
 res_of() { rdma resource show | sed -n "s/^[0-9]*: $1: //p"; }

@@ -281,10 +281,16 @@ client_step() {
 		send done $k $c
 		recv $((T + 30)) || { CTL_OK=0; break; }
 		s=${MSG[2]} LASTACK=${MSG[4]:-0}
-		if [ "$c$s" != 00 ] && [ $try = 1 ] && { [ "${MSG[3]}" = 1 ] || grep -q "Can't produce a report" /tmp/cli.log; }; then
+		if [ "$c$s" != 00 ] && [ $try -lt 3 ] && { [ "${MSG[3]}" = 1 ] || grep -q "Can't produce a report" /tmp/cli.log; }; then
 			echo "--- perftest could not calibrate its clock (emulated, loaded host): running $tool again"
 			send again $k
-			try=2
+			try=$((try + 1))
+			continue
+		fi
+		if [ "$c" != 0 ] && [ $try -lt 3 ] && perftest_cm_race /tmp/cli.log; then
+			echo "--- perftest's client connected before its server listened (REJ reason 8, invalid service ID) and its retry crashed (perftest bug, linux-rdma/perftest#93): running $tool again"
+			send again $k
+			try=$((try + 1))
 			continue
 		fi
 		send next $k
