@@ -5,7 +5,12 @@
 # anywhere, bad R_Keys, lengths past regions, oversize READs, misaligned
 # atomics, spoofed sources, UD with random Q_Keys, random bytes) at device
 # fra in namespace a, while rc_integrity runs verified RC traffic between
-# fra and frb (namespace b) over the same veth pair. Checks: the legitimate
+# fra and frb (namespace b) over the same veth pair. A quarter of the
+# crafted packets with "valid" QPNs go to any QPN below 64; three quarters to
+# the live QPs of a victim, an endless ibv_rc_pingpong between fra and frb
+# whose fate is not checked (a crafted ACK whose PSN lands in its window may
+# rightly end it: the IBTA gives RC no defence against a spoofed source
+# that guesses a PSN), so that they meet real QP state. Checks: the legitimate
 # traffic verifies; every packet that reached fra is in exactly one of its
 # receive counters (accepted, NAK, or a drop reason) and every crafted
 # packet reached fra or was dropped by the kernel before it (backlog), so
@@ -52,6 +57,20 @@ check "GIDs of both veth ends found" test -n "$GA" -a -n "$GB"
 
 declare -A s0 s1
 for seed in $SEEDS; do
+	# the victim: an endless ibv_rc_pingpong (64-byte messages), its QPNs
+	# on fra in /tmp/live_qpns (the GSI QP 1 as well)
+	ip netns exec a timeout 900 ibv_rc_pingpong -d fra -g "$GA" -s 64 -n 1000000000 >/tmp/victim_s.log 2>&1 &
+	vs=$!
+	wait_listen 18515 a || cat /tmp/victim_s.log
+	ip netns exec b timeout 900 ibv_rc_pingpong -d frb -g "$GB" -s 64 -n 1000000000 10.66.0.1 >/tmp/victim_c.log 2>&1 &
+	vc=$!
+	for i in $(seq 100); do
+		rdma resource show qp link fra/1 | sed -n 's/.* lqpn \([0-9]*\) .*comm ibv_rc_pingpong.*/\1/p' >/tmp/live_qpns
+		[ -s /tmp/live_qpns ] && break
+		sleep 0.2
+	done
+	echo 1 >>/tmp/live_qpns
+	check "victim QPs on fra for the crafted packets: $(tr '\n' ' ' </tmp/live_qpns)" test "$(wc -l </tmp/live_qpns)" -ge 2
 	snap s0
 	# legitimate traffic, every byte verified, for as long as the fuzzer runs
 	(
@@ -64,12 +83,17 @@ for seed in $SEEDS; do
 	rm -f /tmp/fuzz.done
 	t0=$SECONDS
 	check "wire_fuzz seed $seed: $COUNT crafted packets at fra" \
-		ip netns exec b build/userspace/tests/wire_fuzz 10.66.0.2 10.66.0.1 "$COUNT" "$seed" --peer 10.66.0.2 >/tmp/fuzz.log
+		ip netns exec b build/userspace/tests/wire_fuzz 10.66.0.2 10.66.0.1 "$COUNT" "$seed" --peer 10.66.0.2 --qpn-file /tmp/live_qpns >/tmp/fuzz.log
 	cat /tmp/fuzz.log
 	echo "sent in $((SECONDS - t0)) s"
 	touch /tmp/fuzz.done
 	wait $lpid
 	st=$?
+	# the victim ends here (its state, whatever it is, does not matter);
+	# its packets until then are in frb's tx_packets
+	echo "victim QPs on fra after the fuzzer: $(rdma resource show qp link fra/1 | grep -o 'lqpn [0-9]* .*state [A-Z]*' | grep -v 'lqpn 1 ' | tr '\n' ';')"
+	kill $vc $vs 2>/dev/null
+	wait $vc $vs 2>/dev/null
 	cat /tmp/legit.log; tail -3 /tmp/rci.log
 	check "  ...legitimate RC traffic alongside verified every byte (rc_integrity)" test $st = 0
 	sleep 1

@@ -3,7 +3,7 @@
  * wire_fuzz: seeded streams of crafted RoCEv2/IPv4 packets at a RoCE device
  * (issue 10). Run it from another network namespace or host:
  *
- *   wire_fuzz SRC_IP DST_IP COUNT SEED [--peer IP] [--qpn-max N]
+ *   wire_fuzz SRC_IP DST_IP COUNT SEED [--peer IP] [--qpn-max N] [--qpn-file F]
  *
  * Sends COUNT packets from a raw socket (IP_HDRINCL, so the source address
  * can be spoofed) to UDP port 4791 of DST_IP. The IP and UDP headers are
@@ -25,6 +25,12 @@
  *                 itself and random ones, with valid QPNs
  *   ud            UD SENDs with random Q_Keys and lengths (QPN 1 included)
  *   random        random bytes after a valid-looking BTH
+ *
+ * "Valid QPNs" are drawn below --qpn-max (64); with --qpn-file, three in
+ * four are drawn from the QPNs listed in file F (decimal, whitespace
+ * separated; the target's live QPs, which the caller keeps current: the file
+ * is read again every 256 packets), so that the crafted packets meet QPs
+ * that exist, in whatever state they are.
  *
  * Every packet but the truncated ones carries a correct ICRC unless its
  * class is bad-icrc, so the crafted headers are what the receiver judges.
@@ -57,6 +63,23 @@ static uint64_t next(void)
 	return rng * 0x2545F4914F6CDD1DULL;
 }
 static uint32_t below(uint32_t n) { return n ? (uint32_t)(next() % n) : 0; }
+
+/* the live QPNs of --qpn-file */
+#define MAX_LIVE 4096
+static uint32_t live[MAX_LIVE];
+static int nlive;
+static void read_live(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	unsigned long q;
+	int n = 0;
+	if (!f)
+		return; /* keep the last list */
+	while (n < MAX_LIVE && fscanf(f, "%lu", &q) == 1)
+		live[n++] = (uint32_t)q & 0xffffff;
+	fclose(f);
+	nlive = n;
+}
 
 static uint32_t crc_table[256];
 static void crc_init(void)
@@ -122,7 +145,7 @@ static const uint8_t rc_ops[] = { 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07
 int main(int argc, char **argv)
 {
 	if (argc < 5) {
-		fprintf(stderr, "usage: wire_fuzz SRC_IP DST_IP COUNT SEED [--peer IP] [--qpn-max N]\n");
+		fprintf(stderr, "usage: wire_fuzz SRC_IP DST_IP COUNT SEED [--peer IP] [--qpn-max N] [--qpn-file F]\n");
 		return 2;
 	}
 	struct in_addr src, dst, peer;
@@ -134,9 +157,14 @@ int main(int argc, char **argv)
 	long count = atol(argv[3]);
 	rng = strtoull(argv[4], NULL, 0) * 0x9E3779B97F4A7C15ULL + 1;
 	uint32_t qpn_max = 64;
+	const char *qpn_file = NULL;
 	for (int i = 5; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--peer") && inet_aton(argv[i + 1], &peer))
 			continue;
+		if (!strcmp(argv[i], "--qpn-file")) {
+			qpn_file = argv[i + 1];
+			continue;
+		}
 		if (!strcmp(argv[i], "--qpn-max")) {
 			qpn_max = (uint32_t)atol(argv[i + 1]);
 			continue;
@@ -160,7 +188,9 @@ int main(int argc, char **argv)
 		int cls = (int)below(NCLASS);
 		uint8_t *ip = pkt, *udp = pkt + 20, *bth = pkt + 28;
 		uint8_t op = rc_ops[below(sizeof(rc_ops))];
-		uint32_t qpn = below(qpn_max);
+		if (qpn_file && n % 256 == 0)
+			read_live(qpn_file);
+		uint32_t qpn = nlive && below(4) ? live[below((uint32_t)nlive)] : below(qpn_max);
 		uint32_t psn = (uint32_t)next() & 0xffffff;
 		uint32_t plen = below(5) == 0 ? 0 : below(1100);
 		struct in_addr s = src;
@@ -290,6 +320,8 @@ int main(int argc, char **argv)
 	}
 	for (int c = 0; c < NCLASS; c++)
 		printf("class %-10s %ld\n", class_name[c], sent[c]);
+	if (qpn_file)
+		printf("live QPNs in the last list %d\n", nlive);
 	printf("sent %ld\n", n);
 	return 0;
 }
