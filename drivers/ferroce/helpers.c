@@ -52,8 +52,30 @@ size_t ferroce_udata_inlen(const struct ib_udata *udata) { return udata ? udata-
 #include <rdma/ib_cache.h>
 
 void ferroce_spin_lock_init(spinlock_t *lock) { spin_lock_init(lock); }
-void ferroce_spin_lock_bh(spinlock_t *lock) { spin_lock_bh(lock); }
-void ferroce_spin_unlock_bh(spinlock_t *lock) { spin_unlock_bh(lock); }
+/*
+ * Kernel verbs consumers call in with hard interrupts disabled (the MAD layer
+ * posts and ib_cm creates address handles under spin_lock_irqsave). There,
+ * spin_lock_bh's local_bh_enable would run softirqs with interrupts off; a
+ * plain spin_lock is enough, since no softirq runs on this CPU while
+ * interrupts are disabled. Returns whether bottom halves were disabled.
+ */
+bool ferroce_spin_lock_bh(spinlock_t *lock)
+{
+	if (irqs_disabled()) {
+		spin_lock(lock);
+		return false;
+	}
+	spin_lock_bh(lock);
+	return true;
+}
+void ferroce_spin_unlock_bh(spinlock_t *lock, bool bh)
+{
+	if (bh)
+		spin_unlock_bh(lock);
+	else
+		spin_unlock(lock);
+}
+bool ferroce_irqs_disabled(void) { return irqs_disabled(); }
 
 u64 ferroce_now_ns(void) { return ktime_get_ns(); }
 

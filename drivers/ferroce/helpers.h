@@ -37,8 +37,9 @@ size_t ferroce_udata_inlen(const struct ib_udata *udata);
 
 /* --- locks (spinlock_t stays opaque to Rust) --- */
 void ferroce_spin_lock_init(spinlock_t *lock);
-void ferroce_spin_lock_bh(spinlock_t *lock);
-void ferroce_spin_unlock_bh(spinlock_t *lock);
+bool ferroce_spin_lock_bh(spinlock_t *lock);
+bool ferroce_irqs_disabled(void);
+void ferroce_spin_unlock_bh(spinlock_t *lock, bool bh);
 
 /* --- time --- */
 u64 ferroce_now_ns(void);

@@ -228,6 +228,17 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
     {
         let mut st = dev.state.lock();
         let Some(e) = st.qp(qpn) else { return };
+        // A kernel consumer posting with hard interrupts disabled (the MAD
+        // layer does, under its queue's spin_lock_irqsave) must not reach
+        // the IP stack from there (it enables bottom halves): the QP's work
+        // item sends instead.
+        // SAFETY: reads the CPU's interrupt flag.
+        if unsafe { b::ferroce_irqs_disabled() } {
+            // SAFETY: as below (queued under the device lock while the
+            // entry is in the table).
+            unsafe { b::ferroce_work_queue(e.work) };
+            return;
+        }
         if e.tx_busy {
             e.tx_again = true;
             return;

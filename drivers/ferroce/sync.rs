@@ -3,7 +3,10 @@
 //! A spinlock that disables bottom halves, for state shared between process
 //! context (verbs calls) and the UDP receive path (softirq). The kernel
 //! crate's `SpinLock` uses plain `spin_lock`, which would deadlock when the
-//! receive softirq interrupts a holder on the same CPU.
+//! receive softirq interrupts a holder on the same CPU. A caller that has
+//! hard interrupts disabled already (a kernel verbs consumer under its own
+//! `spin_lock_irqsave`) gets a plain `spin_lock`: no softirq can run there,
+//! and `spin_unlock_bh` would run pending softirqs with interrupts off.
 
 use crate::ffi as b;
 use core::cell::UnsafeCell;
@@ -42,8 +45,8 @@ impl<T> BhLock<T> {
 
     pub(crate) fn lock(&self) -> BhGuard<'_, T> {
         // SAFETY: the lock was initialised (type invariant).
-        unsafe { b::ferroce_spin_lock_bh(self.lock.get()) };
-        BhGuard { lock: self }
+        let bh = unsafe { b::ferroce_spin_lock_bh(self.lock.get()) };
+        BhGuard { lock: self, bh }
     }
 
     /// Drops the protected value in place.
@@ -58,6 +61,9 @@ impl<T> BhLock<T> {
 
 pub(crate) struct BhGuard<'a, T> {
     lock: &'a BhLock<T>,
+    /// Bottom halves were disabled by `lock` (not when the caller had hard
+    /// interrupts disabled already: a kernel consumer in atomic context).
+    bh: bool,
 }
 
 impl<T> Deref for BhGuard<'_, T> {
@@ -78,6 +84,6 @@ impl<T> DerefMut for BhGuard<'_, T> {
 impl<T> Drop for BhGuard<'_, T> {
     fn drop(&mut self) {
         // SAFETY: the guard holds the lock, taken in `lock`.
-        unsafe { b::ferroce_spin_unlock_bh(self.lock.lock.get()) };
+        unsafe { b::ferroce_spin_unlock_bh(self.lock.lock.get(), self.bh) };
     }
 }

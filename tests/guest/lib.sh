@@ -78,7 +78,9 @@ listening() {
 cm_listening() {
 	local p ids
 	ids=$(rdma resource show cm_id 2>/dev/null | grep "state LISTEN") || return 1
-	for p in "$1" $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+	# (pgrep -P, not /proc/PID/task/*/children: that needs
+	# CONFIG_PROC_CHILDREN, which check-debug's small kernel lacks)
+	for p in "$1" $(pgrep -P "$1"); do
 		grep -q " pid $p " <<<"$ids" && return 0
 	done
 	return 1
