@@ -60,6 +60,9 @@ check "GIDs of both veth ends found" test -n "$GA" -a -n "$GB"
 
 declare -A s0 s1
 for seed in $SEEDS; do
+	# counters before anything runs (each is read by its own `rdma`
+	# process: a snapshot taken while packets flow is not one instant)
+	snap s0
 	# the victim: an endless ibv_rc_pingpong (64-byte messages), its QPNs
 	# on fra in /tmp/live_qpns (the GSI QP 1 as well)
 	ip netns exec a timeout 900 ibv_rc_pingpong -d fra -g "$GA" -s 64 -n 1000000000 >/tmp/victim_s.log 2>&1 &
@@ -74,7 +77,6 @@ for seed in $SEEDS; do
 	done
 	echo 1 >>/tmp/live_qpns
 	check "victim QPs on fra for the crafted packets: $(tr '\n' ' ' </tmp/live_qpns)" test "$(wc -l </tmp/live_qpns)" -ge 2
-	snap s0
 	# legitimate traffic, every byte verified, for as long as the fuzzer runs
 	(
 		while :; do
