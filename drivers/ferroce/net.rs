@@ -218,107 +218,120 @@ pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version
 pub(crate) const KICK_BUDGET_SOFTIRQ: usize = 32;
 pub(crate) const KICK_BUDGET_TASK: usize = 256;
 
+/// Packets one pass of `kick` builds under one hold of the device lock
+/// before it sends them. Local packets of a batch are queued and delivered
+/// together, so the receiving QP sees several requests before it answers
+/// and its ACKs merge into one (the responder merges queued ACKs).
+const TX_BATCH: usize = 8;
+
+/// A packet built under the lock, sent after it.
+struct Ready {
+    skb: *mut b::sk_buff,
+    len: usize,
+    av: Option<Av>,
+    sport: u16,
+}
+
 /// Runs QP `qpn`'s send side: packets the engine has ready (at most
 /// `budget`; the QP's work item continues when more remain) are
-/// encapsulated and handed to the IP stack; completions go to the CQs.
+/// encapsulated and handed to the IP stack (or, to this device, queued
+/// locally and delivered after each batch); completions go to the CQs.
 pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
-    // One sender per QP keeps its packets in PSN order: a kick that finds
-    // another one running (the system call, the receive softirq and the
-    // work item can meet on different CPUs) leaves it a note and returns.
-    {
-        let mut st = dev.state.lock();
-        let Some(e) = st.qp(qpn) else { return };
-        // A kernel consumer posting with hard interrupts disabled (the MAD
-        // layer does, under its queue's spin_lock_irqsave) must not reach
-        // the IP stack from there (it enables bottom halves): the QP's work
-        // item sends instead.
-        // SAFETY: reads the CPU's interrupt flag.
-        if unsafe { b::ferroce_irqs_disabled() } {
-            // SAFETY: as below (queued under the device lock while the
-            // entry is in the table).
-            unsafe { b::ferroce_work_queue(e.work) };
-            return;
-        }
-        if e.tx_busy {
-            e.tx_again = true;
-            return;
-        }
-        e.tx_busy = true;
-        e.tx_again = false;
-    }
     let mut sent = 0usize;
+    let mut first = true;
     loop {
-        if sent >= budget {
-            let mut st = dev.state.lock();
-            if let Some(e) = st.qp(qpn) {
-                e.tx_busy = false;
-                // SAFETY: the work item lives in the core's QP object; it is
-                // queued only under the device lock while the entry is in
-                // the table, and cancelled (synchronously) in destroy_qp
-                // after the entry left it.
-                unsafe { b::ferroce_work_queue(e.work) };
-            }
-            return;
-        }
-        sent = sent.saturating_add(1);
         let mut notify = Notify::new();
-        let mut nomem = false;
-        let (ready, more) = {
+        let mut batch: [Option<Ready>; TX_BATCH] = [const { None }; TX_BATCH];
+        let mut n = 0usize;
+        let more = {
             let mut st = dev.state.lock();
-            let now = now_ns();
             let st = &mut *st;
-            let out = match st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
-                None => None,
-                Some(e) => {
-                    crate::rings::pull_sq(dev, e, &st.ahs);
+            // One sender per QP keeps its packets in PSN order: a kick that
+            // finds another one running (the system call, the receive
+            // softirq and the work item can meet on different CPUs) leaves
+            // it a note and returns. Marked under the lock of the first
+            // batch.
+            if first {
+                let Some(e) = st.qp(qpn) else { return };
+                // A kernel consumer posting with hard interrupts disabled
+                // (the MAD layer does, under its queue's
+                // spin_lock_irqsave) must not reach the IP stack from there
+                // (it enables bottom halves): the QP's work item sends.
+                // SAFETY: reads the CPU's interrupt flag.
+                if unsafe { b::ferroce_irqs_disabled() } {
+                    // SAFETY: as below (queued under the device lock while
+                    // the entry is in the table).
+                    unsafe { b::ferroce_work_queue(e.work) };
+                    return;
+                }
+                if e.tx_busy {
+                    e.tx_again = true;
+                    return;
+                }
+                e.tx_busy = true;
+                e.tx_again = false;
+                first = false;
+            }
+            if sent >= budget {
+                if let Some(e) = st.qp(qpn) {
+                    e.tx_busy = false;
+                    // SAFETY: the work item lives in the core's QP object;
+                    // it is queued only under the device lock while the
+                    // entry is in the table, and cancelled (synchronously)
+                    // in destroy_qp after the entry left it.
+                    unsafe { b::ferroce_work_queue(e.work) };
+                }
+                return;
+            }
+            let now = now_ns();
+            let mut nomem = false;
+            if let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
+                crate::rings::pull_sq(dev, e, &st.ahs);
+                let mut mem = Mem { mrs: &mut st.mrs, dev };
+                while n < TX_BATCH && sent < budget {
                     // A socket buffer only when the engine may have a
                     // packet (most kicks after a received packet find
                     // nothing to send), sized for the QP's path MTU (a
                     // 2 KiB slab object at MTU 1024, not an order-1 page).
-                    let skb = if e.qp.may_transmit(now) {
-                        let len = tx_len(e.qp.attr().path_mtu);
-                        // SAFETY: the device's netdev is held by the RDMA
-                        // core while the device is registered, which it is
-                        // during verbs calls and receive. GFP_ATOMIC.
-                        let skb = unsafe { b::ferroce_tx_alloc(dev.ndev(), len as u32) };
-                        nomem = skb.is_null();
-                        (!skb.is_null()).then_some((skb, len))
-                    } else {
-                        None
-                    };
-                    match skb {
-                        None => None,
-                        Some((skb, len)) => {
-                            // SAFETY: the skb is linear with `len` bytes at
-                            // its data pointer and exclusively ours until
-                            // sent or freed.
-                            let buf = unsafe { core::slice::from_raw_parts_mut(b::ferroce_skb_data(skb), len) };
-                            let transport = buf.get_mut(TX_HEADROOM..len.saturating_sub(ICRC_LEN));
-                            let mut mem = Mem { mrs: &mut st.mrs, dev };
-                            match transport.and_then(|t| e.qp.poll_transmit(now, &mut mem, t)) {
-                                None => {
-                                    // SAFETY: unsent skb of ours.
-                                    unsafe { b::ferroce_kfree_skb(skb) };
-                                    None
-                                }
-                                Some(t) => {
-                                    let av = match e.qp.qp_type() {
-                                        QpType::Ud => st.ahs.get(t.ah as usize).copied().flatten().map(|a| a.av),
-                                        QpType::Rc => e.path,
-                                    };
-                                    if e.note_request(buf.get(TX_HEADROOM..TX_HEADROOM.saturating_add(t.len))) {
-                                        dev.count(Counter::TxRetransmit);
-                                    }
-                                    Some((t, av, e.qpn_source_port(t.dest_qpn), skb, buf))
-                                }
-                            }
-                        }
+                    if !e.qp.may_transmit(now) {
+                        break;
                     }
+                    let len = tx_len(e.qp.attr().path_mtu);
+                    // SAFETY: the device's netdev is held by the RDMA core
+                    // while the device is registered, which it is during
+                    // verbs calls and receive. GFP_ATOMIC.
+                    let skb = unsafe { b::ferroce_tx_alloc(dev.ndev(), len as u32) };
+                    if skb.is_null() {
+                        nomem = true;
+                        break;
+                    }
+                    // SAFETY: the skb is linear with `len` bytes at its data
+                    // pointer and exclusively ours until sent or freed.
+                    let buf = unsafe { core::slice::from_raw_parts_mut(b::ferroce_skb_data(skb), len) };
+                    let transport = buf.get_mut(TX_HEADROOM..len.saturating_sub(ICRC_LEN));
+                    let Some(t) = transport.and_then(|t| e.qp.poll_transmit(now, &mut mem, t)) else {
+                        // SAFETY: unsent skb of ours.
+                        unsafe { b::ferroce_kfree_skb(skb) };
+                        break;
+                    };
+                    let av = match e.qp.qp_type() {
+                        QpType::Ud => st.ahs.get(t.ah as usize).copied().flatten().map(|a| a.av),
+                        QpType::Rc => e.path,
+                    };
+                    if e.note_request(buf.get(TX_HEADROOM..TX_HEADROOM.saturating_add(t.len))) {
+                        dev.count(Counter::TxRetransmit);
+                    }
+                    let sport = e.qpn_source_port(t.dest_qpn);
+                    if let Some(slot) = batch.get_mut(n) {
+                        *slot = Some(Ready { skb, len: t.len, av, sport });
+                    }
+                    n += 1;
+                    sent = sent.saturating_add(1);
                 }
-            };
+            }
             drain(dev, st, qpn, 0, &mut notify);
-            let mut more = false;
-            if out.is_none() {
+            let mut more = n > 0;
+            if n == 0 {
                 if let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
                     e.arm_timer();
                     if nomem {
@@ -343,22 +356,26 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
                     }
                 }
             }
-            (out, more)
+            more
         };
         notify.run();
-        let Some((t, av, sport, skb, buf)) = ready else {
-            if more {
-                continue;
+        let mut local = false;
+        for r in batch.iter_mut().take(n).filter_map(Option::take) {
+            match r.av {
+                Some(av) => local |= send(dev, r.skb, r.len, &av, r.sport),
+                None => {
+                    dev.count(Counter::TxNoAh);
+                    // SAFETY: unsent skb of ours.
+                    unsafe { b::ferroce_kfree_skb(r.skb) };
+                }
             }
+        }
+        if local {
+            run_local(dev, LOCAL_BUDGET);
+        }
+        if !more {
             return;
-        };
-        let Some(av) = av else {
-            dev.count(Counter::TxNoAh);
-            // SAFETY: unsent skb of ours.
-            unsafe { b::ferroce_kfree_skb(skb) };
-            continue;
-        };
-        send(dev, skb, buf, t.len, &av, sport);
+        }
     }
 }
 
@@ -367,16 +384,21 @@ fn now_ns() -> u64 {
     unsafe { b::ferroce_now_ns() }
 }
 
-/// Wraps the transport packet at `buf[TX_HEADROOM..][..len]` in UDP/IP,
-/// appends the ICRC and sends it; consumes the skb.
-fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, buf: &mut [u8], len: usize, av: &Av, sport: u16) {
+/// Wraps the transport packet at `TX_HEADROOM..` (`len` bytes) of the
+/// linear skb from `kick` in UDP/IP, appends the ICRC and sends it;
+/// consumes the skb. A packet to this device is only queued on the
+/// device's local queue (returns true): the caller delivers the queue.
+fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, len: usize, av: &Av, sport: u16) -> bool {
+    // SAFETY: the skb from `kick` is linear, ours, and its data holds
+    // `skb_len` bytes.
+    let buf = unsafe { core::slice::from_raw_parts_mut(b::ferroce_skb_data(skb), b::ferroce_skb_len(skb) as usize) };
     let ip_len = if av.ipv6 { IPV6_LEN } else { IPV4_LEN };
     let start = TX_HEADROOM.saturating_sub(UDP_LEN + ip_len);
     let total = (ip_len + UDP_LEN + ICRC_LEN).saturating_add(len);
     let Some(pkt) = buf.get_mut(start..start.saturating_add(total)) else {
         // SAFETY: unsent skb of ours.
         unsafe { b::ferroce_kfree_skb(skb) };
-        return;
+        return false;
     };
     // The local fast path (below) hands the bytes to this device's own
     // receive path: nothing on the way can corrupt them, so the ICRC is
@@ -386,12 +408,12 @@ fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, buf: &mut [u8], len: usize, a
         dev.count(Counter::TxMalformed);
         // SAFETY: unsent skb of ours.
         unsafe { b::ferroce_kfree_skb(skb) };
-        return;
+        return false;
     }
     // Local fast path: to this very device (same address), the packet goes
-    // straight to its receive path, through the device's local queue, never
-    // through the IP stack (and without an ICRC: nothing on the way can
-    // corrupt it).
+    // to its receive path through the device's local queue, never through
+    // the IP stack (and without an ICRC: nothing on the way can corrupt
+    // it). The caller delivers the queue after its batch.
     if local {
         // SAFETY: our skb; its data now starts at the IP header and ends
         // with the packet (`start + total <= TX_ALLOC`).
@@ -400,8 +422,10 @@ fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, buf: &mut [u8], len: usize, a
             b::ferroce_skb_trim(skb, total as u32);
         }
         dev.count(Counter::TxLocal);
-        deliver_local(dev, skb);
-        return;
+        // SAFETY: the queue is initialised with the device and the skb is
+        // ours to hand over.
+        unsafe { b::ferroce_skbq_tail(dev.local_queue(), skb) };
+        return true;
     }
     // SAFETY: `start + total <= TX_ALLOC`, the skb's length; the stack
     // takes ownership of the skb in the send call.
@@ -421,6 +445,7 @@ fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, buf: &mut [u8], len: usize, a
     } else {
         dev.count(Counter::TxPackets);
     }
+    false
 }
 
 /// Copies `src` to `buf[off..]`; `None` when it does not fit. (No slice
@@ -563,8 +588,11 @@ unsafe extern "C" fn encap_rcv(_sk: *mut b::sock, skb: *mut b::sk_buff) -> c_int
             dev.count(Counter::RxNoMem);
             b::ferroce_kfree_skb(skb);
         } else {
-            receive(dev, core::slice::from_raw_parts(ip, len as usize), false);
+            let kick_qpn = receive(dev, core::slice::from_raw_parts(ip, len as usize), false);
             b::ferroce_consume_skb(skb);
+            if let Some(qpn) = kick_qpn {
+                kick(dev, qpn, KICK_BUDGET_SOFTIRQ);
+            }
         }
         b::ib_device_put(ibdev);
     }
@@ -625,35 +653,63 @@ fn linger_wait(dev: &FerroceDevice, qpn: u32) {
     }
 }
 
-/// Local packets one pass of `deliver_local` hands to the receive path
+/// Local packets one pass of `run_local` hands to the receive path
 /// before it leaves the rest to the device's work item.
 const LOCAL_BUDGET: usize = 256;
 
-/// Queues a local packet and, unless a delivery pass is already running on
-/// this device (maybe this very call stack: receive -> answer -> send),
-/// delivers the queue. Iteration instead of recursion: a busy pair of QPs
-/// cannot grow the stack, and one queue keeps every QP's packets in order.
-pub(crate) fn deliver_local(dev: &FerroceDevice, skb: *mut b::sk_buff) {
-    // SAFETY: the queue is initialised with the device and the skb is ours
-    // to hand over.
-    unsafe { b::ferroce_skbq_tail(dev.local_queue(), skb) };
-    run_local(dev, LOCAL_BUDGET);
+/// RC QPs whose send side a local delivery pass runs once the local
+/// queue is empty, instead of after each packet.
+struct Deferred {
+    qpns: [u32; 8],
+    n: usize,
 }
 
-/// Drains the local queue if no other pass runs; at most `budget`
-/// packets, then the device's work item continues.
+impl Deferred {
+    /// Notes QP `qpn`; false when the set is full (kick them first).
+    fn add(&mut self, qpn: u32) -> bool {
+        if self.qpns.iter().take(self.n).any(|&q| q == qpn) {
+            return true;
+        }
+        match self.qpns.get_mut(self.n) {
+            Some(slot) => {
+                *slot = qpn;
+                self.n += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Kicks the noted QPs (what they send locally joins the queue).
+    fn kick_all(&mut self, dev: &FerroceDevice) {
+        let n = core::mem::take(&mut self.n);
+        for &qpn in self.qpns.iter().take(n) {
+            kick(dev, qpn, KICK_BUDGET_SOFTIRQ);
+        }
+    }
+}
+
+/// Drains the device's local queue (packets `send` queued to this very
+/// device) if no other pass runs; at most `budget` packets, then the
+/// device's work item continues. Iteration instead of recursion: a busy
+/// pair of QPs cannot grow the stack (what the receive path answers is
+/// queued behind), and one queue keeps every QP's packets in order. The
+/// send sides that received packets want run once the queue is empty:
+/// a responder that took a batch of requests answers them with one ACK.
 pub(crate) fn run_local(dev: &FerroceDevice, budget: usize) {
+    let mut kicks = Deferred { qpns: [0; 8], n: 0 };
     loop {
         if dev
             .local_depth
             .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            return; // the running pass will see our packet
+            return; // the running pass will see our packets
         }
         let mut n = 0usize;
         loop {
             if n >= budget {
+                kicks.kick_all(dev);
                 dev.local_depth.store(0, Ordering::Release);
                 // SAFETY: the device's work item, set up with the device and
                 // cancelled in dealloc_driver.
@@ -663,14 +719,25 @@ pub(crate) fn run_local(dev: &FerroceDevice, budget: usize) {
             // SAFETY: as above; a dequeued skb is ours.
             let skb = unsafe { b::ferroce_skbq_dequeue(dev.local_queue()) };
             if skb.is_null() {
-                break;
+                if kicks.n == 0 {
+                    break;
+                }
+                kicks.kick_all(dev);
+                continue;
             }
             n = n.saturating_add(1);
             // SAFETY: a linear skb from `send`, data = the IP packet.
-            unsafe {
+            let kick_qpn = unsafe {
                 let data = core::slice::from_raw_parts(b::ferroce_skb_data(skb), b::ferroce_skb_len(skb) as usize);
-                receive(dev, data, true);
+                let k = receive(dev, data, true);
                 b::ferroce_consume_skb(skb);
+                k
+            };
+            if let Some(qpn) = kick_qpn {
+                if !kicks.add(qpn) {
+                    kicks.kick_all(dev);
+                    let _ = kicks.add(qpn);
+                }
             }
         }
         dev.local_depth.store(0, Ordering::Release);
@@ -692,21 +759,24 @@ pub(crate) unsafe extern "C" fn local_work(w: *mut b::work_struct) {
 
 /// One received IP packet (IP header to the end of the skb). `local`: it
 /// comes from this device's own transmit path (the ICRC was not computed).
-pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) {
+/// Returns the RC QP whose send side the caller runs next (`kick`): the
+/// packet may have produced an ACK, a READ response or room in the send
+/// window.
+pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) -> Option<u32> {
     dev.count(Counter::RxPackets);
     let parts = match icrc::split(packet) {
         Ok(p) => p,
-        Err(_) => return dev.count(Counter::RxMalformed),
+        Err(_) => return dropped(dev, Counter::RxMalformed),
     };
     if parts.udp.get(2..4) != Some(&ROCE_PORT.to_be_bytes()[..]) {
-        return dev.count(Counter::RxMalformed);
+        return dropped(dev, Counter::RxMalformed);
     }
     if !local && parts.check_icrc_with(&kernel_crc32).is_err() {
-        return dev.count(Counter::RxBadIcrc);
+        return dropped(dev, Counter::RxBadIcrc);
     }
     let transport = parts.transport;
     let Some(qpn_bytes) = transport.get(5..8) else {
-        return dev.count(Counter::RxMalformed);
+        return dropped(dev, Counter::RxMalformed);
     };
     let qpn = u32::from_be_bytes([0, qpn_bytes[0], qpn_bytes[1], qpn_bytes[2]]);
     let (net, ipv) = match parts.ip.len() {
@@ -719,13 +789,13 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) {
         let mut st = dev.state.lock();
         let st = &mut *st;
         let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else {
-            return dev.count(Counter::RxNoQp);
+            return dropped(dev, Counter::RxNoQp);
         };
         // A connected QP takes packets only from its peer, to the address
         // its path names (IBTA: the source of an RC packet must match the QP
         // context; RoCE carries the GIDs as IP addresses).
         if e.qp.qp_type() == QpType::Rc && !from_path(e.path.as_ref(), parts.ip) {
-            return dev.count(Counter::RxAddrMismatch);
+            return dropped(dev, Counter::RxAddrMismatch);
         }
         // A QP on an SRQ takes a receive WQE from it when a message that
         // needs one begins and the QP has none.
@@ -782,9 +852,13 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) {
         // while a QP (this packet's) is attached to it.
         unsafe { b::ferroce_srq_limit_event(srq) };
     }
-    if rc {
-        kick(dev, qpn, KICK_BUDGET_SOFTIRQ);
-    }
+    rc.then_some(qpn)
+}
+
+/// Counts a packet the receive path drops; nothing to kick.
+fn dropped(dev: &FerroceDevice, c: Counter) -> Option<u32> {
+    dev.count(c);
+    None
 }
 
 /// Whether an IP header's source is the path's remote address and its

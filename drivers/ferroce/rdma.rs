@@ -306,7 +306,7 @@ pub(crate) struct FerroceDevice {
     pub(crate) pd_count: AtomicU32,
     pub(crate) next_pd: AtomicU32,
     ip_id: AtomicU16,
-    /// 1 while a pass delivers the local queue (see `net::deliver_local`).
+    /// 1 while a pass delivers the local queue (see `net::run_local`).
     pub(crate) local_depth: AtomicU32,
     /// Packets from the device to itself, waiting for delivery.
     local_queue: b::sk_buff_head,
