@@ -30,17 +30,12 @@ cm_wait() {
 }
 # cm_pair "SERVER CMD" CLIENT CMD...: the server, once it listens the
 # client; both must succeed (logs /tmp/srv.log, /tmp/cli.log). Up to three
-# runs when perftest could not calibrate its clock or lost its connect race.
+# runs when one failed for perftest's own reasons (perftest_again).
 cm_pair() {
 	local try
 	for try in 1 2 3; do
 		_cm_pair_once "$@" && return 0
-		if grep -q "Can't produce a report" /tmp/srv.log /tmp/cli.log; then
-			echo "--- perftest could not calibrate its clock (emulated, loaded host): run $try of 3"
-			continue
-		fi
-		perftest_cm_race /tmp/cli.log || return 1
-		echo "--- perftest's client connected before its server listened (REJ reason 8) and its retry failed (perftest bug, linux-rdma/perftest#93): run $try of 3"
+		perftest_again $try || return 1
 	done
 	return 1
 }

@@ -91,6 +91,18 @@ cm_listening() {
 # 8 (invalid service ID), and perftest's retry of the connect crashes or
 # gives up (linux-rdma/perftest#93): the run says nothing about the device
 perftest_cm_race() { grep -q "RDMA_CM_EVENT_REJECTED; error: 8\." "$1"; }
+# perftest_again TRY: whether the failed run TRY of 3 (/tmp/srv.log,
+# /tmp/cli.log) failed for perftest's own reasons and is worth another run:
+# its clock calibration was too noisy ("Can't produce a report", common
+# under emulation on a loaded host) or it lost its rdma_cm connect race
+perftest_again() {
+	if grep -q "Can't produce a report" /tmp/srv.log /tmp/cli.log; then
+		echo "--- perftest could not calibrate its clock (emulated, loaded host): run $1 of 3"
+		return 0
+	fi
+	perftest_cm_race /tmp/cli.log || return 1
+	echo "--- perftest's client connected before its server listened (REJ reason 8) and its retry failed (perftest bug, linux-rdma/perftest#93): run $1 of 3"
+}
 # res_of DEV: "pd N cq N qp N cm_id N mr N ..." of DEV in `rdma resource
 # show` (the kernel's own objects, such as the MAD layer's GSI QP, included)
 res_of() { rdma resource show | sed -n "s/^[0-9]*: $1: //p"; }
@@ -104,16 +116,14 @@ wait_pid() {
 	kill "$1" 2>/dev/null
 	wait "$1"
 }
-# pingpong CLIENT_NS SERVER_NS SERVER_IP ARGS...: run a server and a client.
-# perftest refuses to report when its calibration of the CPU clock is too
-# noisy ("Can't produce a report", common under emulation on a loaded host);
-# such a run says nothing about the device and is retried (up to three runs).
+# pingpong CLIENT_NS SERVER_NS SERVER_IP ARGS...: run a server and a client;
+# a run that failed for perftest's own reasons (perftest_again) says nothing
+# about the device and is retried (up to three runs).
 pingpong() {
 	local try
 	for try in 1 2 3; do
 		_pingpong_once "$@" && return 0
-		grep -q "Can't produce a report" /tmp/srv.log /tmp/cli.log || return 1
-		echo "--- perftest could not calibrate its clock (emulated, loaded host): run $try of 3"
+		perftest_again $try || return 1
 	done
 	return 1
 }
