@@ -234,8 +234,10 @@ struct Ready {
 
 /// Runs QP `qpn`'s send side: packets the engine has ready (at most
 /// `budget`; the QP's work item continues when more remain) are
-/// encapsulated and handed to the IP stack (or, to this device, queued
-/// locally and delivered after each batch); completions go to the CQs.
+/// encapsulated and handed to the IP stack (or, to this device: an RC
+/// QP's packets go straight to the receiving QP, `direct_batch`; others are
+/// queued locally and delivered after each batch); completions go to the
+/// CQs.
 pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
     let mut sent = 0usize;
     let mut first = true;
@@ -243,6 +245,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
         let mut notify = Notify::new();
         let mut batch: [Option<Ready>; TX_BATCH] = [const { None }; TX_BATCH];
         let mut n = 0usize;
+        let mut direct = Direct { n: 0, peers: Deferred::new(), after: RxAfter::default() };
         let more = {
             let mut st = dev.state.lock();
             let st = &mut *st;
@@ -285,8 +288,24 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
             }
             let now = now_ns();
             let mut nomem = false;
+            // An RC QP whose path leads back to this device (the same
+            // address at both ends) hands its packets to the receiving QP
+            // right here, under this same hold of the lock: no socket
+            // buffer, no IP/UDP header, no queue, no second lock. Its peer
+            // answers after the batch (`peers`).
+            let local_path = st
+                .qp(qpn)
+                .filter(|e| e.qp.qp_type() == QpType::Rc)
+                .and_then(|e| e.path)
+                .filter(|p| p.dip == p.sip);
             if let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
                 crate::rings::pull_sq(dev, e, &st.ahs);
+            }
+            if let Some(av) = local_path {
+                let limit = TX_BATCH.min(budget.saturating_sub(sent));
+                direct = direct_batch(dev, st, qpn, &av, now, limit, &mut notify);
+                sent = sent.saturating_add(direct.n);
+            } else if let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
                 let mut mem = Mem { mrs: &mut st.mrs, dev };
                 while n < TX_BATCH && sent < budget {
                     // A socket buffer only when the engine may have a
@@ -330,8 +349,8 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
                 }
             }
             drain(dev, st, qpn, 0, &mut notify);
-            let mut more = n > 0;
-            if n == 0 {
+            let mut more = n + direct.n > 0;
+            if n + direct.n == 0 {
                 if let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
                     e.arm_timer();
                     if nomem {
@@ -359,6 +378,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
             more
         };
         notify.run();
+        let _ = direct.after.finish();
         let mut local = false;
         for r in batch.iter_mut().take(n).filter_map(Option::take) {
             match r.av {
@@ -373,10 +393,71 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
         if local {
             run_local(dev, LOCAL_BUDGET);
         }
+        direct.peers.kick_all(dev);
         if !more {
             return;
         }
     }
+}
+
+/// What `direct_batch` did.
+struct Direct {
+    /// Packets delivered.
+    n: usize,
+    /// The receiving QPs whose send side runs after the lock.
+    peers: Deferred,
+    /// An SRQ limit event, fired after the lock (the batch stops there).
+    after: RxAfter,
+}
+
+/// `kick`'s batch for an RC QP whose peer is on this device (`av`: its
+/// path, both addresses this device's): at most `limit` packets, each built
+/// into the device's `local_buf` and received by the peer QP under the same
+/// hold of the lock. Each counts as a local send and a received packet, as
+/// on the queued local path. The peer's send side runs after the lock is
+/// dropped, so that it answers the batch with one ACK.
+fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, av: &Av, now: u64, limit: usize, notify: &mut Notify) -> Direct {
+    let mut d = Direct { n: 0, peers: Deferred::new(), after: RxAfter::default() };
+    let mut buf = core::mem::take(&mut st.local_buf);
+    while d.n < limit {
+        let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { break };
+        if !e.qp.may_transmit(now) {
+            break;
+        }
+        let room = crate::transport::pkt::tx_buffer_len(128usize << (e.qp.attr().path_mtu as u32));
+        let mut mem = Mem { mrs: &mut st.mrs, dev };
+        let Some(t) = buf.get_mut(..room).and_then(|b| e.qp.poll_transmit(now, &mut mem, b)) else { break };
+        let Some(pkt) = buf.get(..t.len) else { break };
+        if e.note_request(Some(pkt)) {
+            dev.count(Counter::TxRetransmit);
+        }
+        let sport = e.qpn_source_port(t.dest_qpn);
+        d.n += 1;
+        dev.count(Counter::TxLocal);
+        dev.count(Counter::RxPackets);
+        // The IP header the packet would have had (the receiving QP checks
+        // its addresses against its path). Never on a wire: IP ID 0.
+        let mut hdr = [0u8; IPV6_LEN + UDP_LEN];
+        let ip_len = if av.ipv6 { IPV6_LEN } else { IPV4_LEN };
+        let total = (ip_len + UDP_LEN + ICRC_LEN).saturating_add(t.len);
+        if headers(&mut hdr, av, sport, 0, total).is_none() {
+            dev.count(Counter::TxMalformed);
+            break;
+        }
+        let Some(ip) = hdr.get(..ip_len) else { break };
+        let after = rx_locked(dev, st, t.dest_qpn, pkt, ip, notify);
+        if let Some(k) = after.kick {
+            if !d.peers.add(k) {
+                break;
+            }
+        }
+        if after.srq_event.is_some() {
+            d.after = after;
+            break;
+        }
+    }
+    st.local_buf = buf;
+    d
 }
 
 fn now_ns() -> u64 {
@@ -463,9 +544,22 @@ fn put(buf: &mut [u8], off: usize, src: &[u8]) -> Option<()> {
 /// with `with_icrc`, the ICRC after it (`pkt` is exactly the IP packet).
 pub(crate) fn encap(pkt: &mut [u8], av: &Av, sport: u16, ip_id: u16, with_icrc: bool) -> core::result::Result<(), ()> {
     let total = pkt.len();
+    headers(pkt, av, sport, ip_id, total).ok_or(())?;
+    if with_icrc {
+        icrc::fill_with(pkt, &kernel_crc32).map_err(|_| ())?;
+        if av.ipv6 {
+            set_udp6_checksum(pkt, av);
+        }
+    }
+    Ok(())
+}
+
+/// Writes the IP and UDP headers of a packet of `total` bytes (IP header
+/// to ICRC) at the start of `pkt` (at least those headers long).
+fn headers(pkt: &mut [u8], av: &Av, sport: u16, ip_id: u16, total: usize) -> Option<()> {
     let ip_len = if av.ipv6 { IPV6_LEN } else { IPV4_LEN };
-    let udp_len = u16::try_from(total.checked_sub(ip_len).ok_or(())?).map_err(|_| ())?;
-    let r = (|| {
+    let udp_len = u16::try_from(total.checked_sub(ip_len)?).ok()?;
+    (|| {
         if av.ipv6 {
             let vtf = (6u32 << 28) | (u32::from(av.tclass) << 20) | (av.flow_label & 0xf_ffff);
             put(pkt, 0, &vtf.to_be_bytes())?;
@@ -492,15 +586,7 @@ pub(crate) fn encap(pkt: &mut [u8], av: &Av, sport: u16, ip_id: u16, with_icrc: 
         put(pkt, ip_len + 2, &ROCE_PORT.to_be_bytes())?;
         put(pkt, ip_len + 4, &udp_len.to_be_bytes())?;
         put(pkt, ip_len + 6, &[0, 0])
-    })();
-    r.ok_or(())?;
-    if with_icrc {
-        icrc::fill_with(pkt, &kernel_crc32).map_err(|_| ())?;
-        if av.ipv6 {
-            set_udp6_checksum(pkt, av);
-        }
-    }
-    Ok(())
+    })()
 }
 
 /// The CRC-32 register update of the kernel's `crc32_le` (accelerated
@@ -657,14 +743,18 @@ fn linger_wait(dev: &FerroceDevice, qpn: u32) {
 /// before it leaves the rest to the device's work item.
 const LOCAL_BUDGET: usize = 256;
 
-/// RC QPs whose send side a local delivery pass runs once the local
-/// queue is empty, instead of after each packet.
+/// RC QPs whose send side runs after a batch of local deliveries (once the
+/// local queue is empty, or after `direct_batch`), not after each packet.
 struct Deferred {
     qpns: [u32; 8],
     n: usize,
 }
 
 impl Deferred {
+    fn new() -> Self {
+        Deferred { qpns: [0; 8], n: 0 }
+    }
+
     /// Notes QP `qpn`; false when the set is full (kick them first).
     fn add(&mut self, qpn: u32) -> bool {
         if self.qpns.iter().take(self.n).any(|&q| q == qpn) {
@@ -697,7 +787,7 @@ impl Deferred {
 /// send sides that received packets want run once the queue is empty:
 /// a responder that took a batch of requests answers them with one ACK.
 pub(crate) fn run_local(dev: &FerroceDevice, budget: usize) {
-    let mut kicks = Deferred { qpns: [0; 8], n: 0 };
+    let mut kicks = Deferred::new();
     loop {
         if dev
             .local_depth
@@ -779,63 +869,98 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) -> Option
         return dropped(dev, Counter::RxMalformed);
     };
     let qpn = u32::from_be_bytes([0, qpn_bytes[0], qpn_bytes[1], qpn_bytes[2]]);
-    let (net, ipv) = match parts.ip.len() {
-        IPV6_LEN => (NetHeader::Ipv6(parts.ip), 6),
-        _ => (NetHeader::Ipv4(parts.ip), 4),
-    };
     let mut notify = Notify::new();
-    let mut srq_event = None;
-    let rc = {
+    let after = {
         let mut st = dev.state.lock();
-        let st = &mut *st;
-        let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else {
-            return dropped(dev, Counter::RxNoQp);
-        };
-        // A connected QP takes packets only from its peer, to the address
-        // its path names (IBTA: the source of an RC packet must match the QP
-        // context; RoCE carries the GIDs as IP addresses).
-        if e.qp.qp_type() == QpType::Rc && !from_path(e.path.as_ref(), parts.ip) {
-            return dropped(dev, Counter::RxAddrMismatch);
+        rx_locked(dev, &mut st, qpn, transport, parts.ip, &mut notify)
+    };
+    notify.run();
+    after.finish()
+}
+
+/// What delivering a packet under the device lock leaves for after it.
+#[derive(Default)]
+struct RxAfter {
+    /// The RC QP whose send side should run (`kick`).
+    kick: Option<u32>,
+    /// An SRQ that fell below its limit (the event fires without the lock).
+    srq_event: Option<*mut b::ib_srq>,
+}
+
+impl RxAfter {
+    /// Fires the SRQ event; the QP to kick.
+    fn finish(self) -> Option<u32> {
+        if let Some(srq) = self.srq_event {
+            // SAFETY: the SRQ was live under the lock and cannot be
+            // destroyed while a QP (this packet's) is attached to it.
+            unsafe { b::ferroce_srq_limit_event(srq) };
         }
-        // A QP on an SRQ takes a receive WQE from it when a message that
-        // needs one begins and the QP has none.
-        crate::rings::pull_rq(dev, e);
-        if let Some(si) = e.srq {
-            let needs = transport
-                .first()
-                .and_then(|&op| crate::transport::wire::Opcode(op).info().ok())
-                .is_some_and(|i| i.is_request() && i.consumes_recv_wqe());
-            if needs && e.qp.recv_queue_len() == 0 {
-                if let Some(srq) = st.srqs.get_mut(si).and_then(|x| x.as_deref_mut()) {
-                    if let Some((w, fire)) = srq.take() {
-                        match w {
-                            Ok(w) => {
-                                let _ = e.qp.post_recv(&w);
-                            }
-                            Err(wr_id) => {
-                                dev.count(Counter::RingBadWqe);
-                                let _ = e.qp.fail_recv(wr_id, crate::transport::verbs::WcStatus::LocQpOpErr);
-                            }
+        self.kick
+    }
+}
+
+/// The part of the receive path under the device lock: one transport
+/// packet (BTH onwards, checked ICRC or none) for QP `qpn`, which came in
+/// IP header `ip`. Shared by packets from the wire and the local queue
+/// (`receive`) and by RC packets a QP of this device sends to another
+/// (`kick`, which delivers them without a socket buffer).
+fn rx_locked(dev: &FerroceDevice, st: &mut DevState, qpn: u32, transport: &[u8], ip: &[u8], notify: &mut Notify) -> RxAfter {
+    let (net, ipv) = match ip.len() {
+        IPV6_LEN => (NetHeader::Ipv6(ip), 6),
+        _ => (NetHeader::Ipv4(ip), 4),
+    };
+    let mut after = RxAfter::default();
+    let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else {
+        dev.count(Counter::RxNoQp);
+        return after;
+    };
+    // A connected QP takes packets only from its peer, to the address its
+    // path names (IBTA: the source of an RC packet must match the QP
+    // context; RoCE carries the GIDs as IP addresses).
+    if e.qp.qp_type() == QpType::Rc && !from_path(e.path.as_ref(), ip) {
+        dev.count(Counter::RxAddrMismatch);
+        return after;
+    }
+    // A QP on an SRQ takes a receive WQE from it when a message that needs
+    // one begins and the QP has none.
+    crate::rings::pull_rq(dev, e);
+    if let Some(si) = e.srq {
+        let needs = transport
+            .first()
+            .and_then(|&op| crate::transport::wire::Opcode(op).info().ok())
+            .is_some_and(|i| i.is_request() && i.consumes_recv_wqe());
+        if needs && e.qp.recv_queue_len() == 0 {
+            if let Some(srq) = st.srqs.get_mut(si).and_then(|x| x.as_deref_mut()) {
+                if let Some((w, fire)) = srq.take() {
+                    match w {
+                        Ok(w) => {
+                            let _ = e.qp.post_recv(&w);
                         }
-                        if fire {
-                            srq_event = Some(srq.ibsrq);
+                        Err(wr_id) => {
+                            dev.count(Counter::RingBadWqe);
+                            let _ = e.qp.fail_recv(wr_id, crate::transport::verbs::WcStatus::LocQpOpErr);
                         }
+                    }
+                    if fire {
+                        after.srq_event = Some(srq.ibsrq);
                     }
                 }
             }
         }
-        let mut mem = Mem { mrs: &mut st.mrs, dev };
-        match e.qp.receive(now_ns(), &mut mem, transport, net) {
-            RxOutcome::Accepted => dev.count(Counter::RxAccepted),
-            RxOutcome::Dropped => dev.count(Counter::RxDropped),
-            RxOutcome::Nak => dev.count(Counter::RxNak),
-        }
-        let rc = e.qp.qp_type() == QpType::Rc;
-        drain(dev, st, qpn, ipv, &mut notify);
-        // The send side runs only when it may have something to do: most
-        // packets of a stream leave nothing to answer, and a kick would
-        // take the lock twice to find that out.
-        rc && match st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
+    }
+    let mut mem = Mem { mrs: &mut st.mrs, dev };
+    match e.qp.receive(now_ns(), &mut mem, transport, net) {
+        RxOutcome::Accepted => dev.count(Counter::RxAccepted),
+        RxOutcome::Dropped => dev.count(Counter::RxDropped),
+        RxOutcome::Nak => dev.count(Counter::RxNak),
+    }
+    let rc = e.qp.qp_type() == QpType::Rc;
+    drain(dev, st, qpn, ipv, notify);
+    // The send side runs only when it may have something to do: most
+    // packets of a stream leave nothing to answer, and a kick would take
+    // the lock twice to find that out.
+    let go = rc
+        && match st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
             None => false,
             Some(e) => {
                 let go = e.tx_busy || e.qp.may_transmit(now_ns()) || crate::rings::unsettled(e);
@@ -844,15 +969,9 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) -> Option
                 }
                 go
             }
-        }
-    };
-    notify.run();
-    if let Some(srq) = srq_event {
-        // SAFETY: the SRQ was live under the lock and cannot be destroyed
-        // while a QP (this packet's) is attached to it.
-        unsafe { b::ferroce_srq_limit_event(srq) };
-    }
-    rc.then_some(qpn)
+        };
+    after.kick = go.then_some(qpn);
+    after
 }
 
 /// Counts a packet the receive path drops; nothing to kick.

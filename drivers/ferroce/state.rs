@@ -575,6 +575,10 @@ pub(crate) struct DevState {
     next_ah: usize,
     pub(crate) srqs: KVVec<Option<KBox<SrqEntry>>>,
     next_srq: usize,
+    /// Where `net::kick` builds an RC packet for a QP of this same device,
+    /// which it then delivers from here (no socket buffer): room for the
+    /// largest transport packet.
+    pub(crate) local_buf: KVVec<u8>,
 }
 
 fn table<T>(n: usize) -> Result<KVVec<Option<T>>> {
@@ -630,6 +634,12 @@ impl DevState {
             next_ah: 0,
             srqs: table(MAX_SRQ)?,
             next_srq: 0,
+            local_buf: {
+                let n = crate::transport::pkt::tx_buffer_len(4096);
+                let mut v = KVVec::with_capacity(n, GFP_KERNEL)?;
+                v.resize(n, 0, GFP_KERNEL)?;
+                v
+            },
         })
     }
 
