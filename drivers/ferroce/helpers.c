@@ -443,3 +443,4 @@ void ferroce_udelay(unsigned long us) { udelay(us); }
 #include <linux/crc32.h>
 u32 ferroce_crc32_le(u32 crc, const u8 *p, size_t len) { return crc32_le(crc, p, len); }
 void ferroce_usleep(unsigned long min_us, unsigned long max_us) { usleep_range(min_us, max_us); }
+void ferroce_cpu_relax(void) { cpu_relax(); }

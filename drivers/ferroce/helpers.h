@@ -150,3 +150,4 @@ struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs);
 void ferroce_udelay(unsigned long us);
 u32 ferroce_crc32_le(u32 crc, const u8 *p, size_t len);
 void ferroce_usleep(unsigned long min_us, unsigned long max_us);
+void ferroce_cpu_relax(void);

@@ -718,6 +718,9 @@ pub(crate) unsafe extern "C" fn qp_work(w: *mut b::work_struct) {
 /// How long a lingering QP's work item waits for the process to post
 /// more (see `rings::idle`), sleeping 10-20 us at a time.
 const LINGER_NS: u64 = 300_000;
+/// The first part of a linger polls without sleeping (a sleep of 10 us
+/// takes far longer to come back from than the process takes to post).
+const LINGER_SPIN_NS: u64 = 50_000;
 
 /// A lingering QP's work item: waits (at most `LINGER_NS`) until the
 /// process has posted more before the kick that takes it, so that a
@@ -732,6 +735,16 @@ fn linger_wait(dev: &FerroceDevice, qpn: u32) {
                 crate::rings::linger_done(e);
                 return;
             }
+        }
+        if now_ns().saturating_sub(start) < LINGER_SPIN_NS {
+            // SAFETY: a scheduling point and a pause in process context.
+            unsafe {
+                b::ferroce_cond_resched();
+                for _ in 0..32 {
+                    b::ferroce_cpu_relax();
+                }
+            }
+            continue;
         }
         // SAFETY: a short sleep in process context (the work item): the
         // process whose next request we wait for may need this very CPU.
