@@ -97,6 +97,9 @@ profile_run() {
 		perf report -i /tmp/perf.data --stdio --no-children --sort dso -g none --percent-limit 0.5 2>&1 | grep -v '^$'
 		echo "## by symbol"
 		perf report -i /tmp/perf.data --stdio --no-children --sort dso,sym -g none --percent-limit 0.4 2>&1 | grep -v '^$'
+		echo "## who calls the symbols above 5%"
+		perf report -i /tmp/perf.data --stdio --no-children --sort sym -g caller,2,callee,function,percent --percent-limit 5 2>&1 |
+			grep -v '^$' | head -n 150
 	} >"$f"
 	log "profile $name $drv: $f (exit $st, $v $unit)"
 	sed -n '/## by symbol/,$p' "$f" | grep -v '^#' | head -n 15

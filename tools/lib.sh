@@ -38,6 +38,14 @@ cache_key() {
 	printf '%s' "${h:0:12}"
 }
 
+# sysroot_apt TREE LOG PACKAGE...: apt-get install PACKAGEs into the sysroot
+# TREE (update first, clean after), the output in LOG; dies naming LOG
+sysroot_apt() {
+	local tree=$1 log=$2; shift 2
+	in_root "$tree" sh -c 'apt-get update -q && apt-get install -y -q "$@" && apt-get clean' sysroot_apt "$@" \
+		>"$log" 2>&1 || die "apt-get install $* in the sysroot failed; see $log"
+}
+
 # in_root TREE COMMAND...: run COMMAND in the sysroot TREE, with /proc, /sys,
 # /dev and the checkout (at /ferroce) mounted in a private mount namespace
 # that disappears with the command.
