@@ -727,6 +727,7 @@ const LINGER_SPIN_NS: u64 = 50_000;
 /// process streaming requests finds the kernel still looking at its ring.
 fn linger_wait(dev: &FerroceDevice, qpn: u32) {
     let start = now_ns();
+    let mut watch = None;
     loop {
         {
             let mut st = dev.state.lock();
@@ -735,15 +736,27 @@ fn linger_wait(dev: &FerroceDevice, qpn: u32) {
                 crate::rings::linger_done(e);
                 return;
             }
+            if watch.is_none() {
+                watch = crate::rings::linger_watch(e);
+            }
         }
         if now_ns().saturating_sub(start) < LINGER_SPIN_NS {
-            // SAFETY: a scheduling point and a pause in process context.
-            unsafe {
-                b::ferroce_cond_resched();
-                for _ in 0..32 {
-                    b::ferroce_cpu_relax();
+            // Spin on the producer index without the lock (posts from the
+            // process, kicks of other QPs go on meanwhile), coming back to
+            // the lock at most every 10 us.
+            let t0 = now_ns();
+            if let Some((prod, taken)) = watch {
+                // SAFETY: `prod` is in the QP's SQ ring, which lives until
+                // destroy_qp has cancelled this work item (synchronously)
+                // and dropped the entry after that; an acquire load of an
+                // aligned u32 the process may write at any time.
+                while unsafe { b::ferroce_load_acquire_u32(prod) } == taken && now_ns().saturating_sub(t0) < 10_000 {
+                    // SAFETY: a pause instruction.
+                    unsafe { b::ferroce_cpu_relax() };
                 }
             }
+            // SAFETY: a scheduling point in process context.
+            unsafe { b::ferroce_cond_resched() };
             continue;
         }
         // SAFETY: a short sleep in process context (the work item): the

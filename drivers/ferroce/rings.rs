@@ -266,6 +266,12 @@ pub(crate) fn waiting_for_more(e: &QpEntry) -> bool {
     e.rings.as_ref().is_some_and(|r| r.linger_armed && r.linger_found == 0 && r.sq.prod() == r.sq_taken)
 }
 
+/// For a lingering QP: where its SQ's producer index lives and the value
+/// that means "nothing new" (the work item watches it without the lock).
+pub(crate) fn linger_watch(e: &QpEntry) -> Option<(*const u32, u32)> {
+    e.rings.as_ref().filter(|r| r.linger_armed).map(|r| (r.sq.prod_ptr(), r.sq_taken))
+}
+
 /// Whether a process's QP needs its sender to look at the SQ ring: new
 /// requests, or an idle send side that has neither asked for a doorbell nor
 /// queued a linger yet.

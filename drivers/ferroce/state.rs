@@ -1015,6 +1015,13 @@ impl UserRing {
         self.base.cast()
     }
 
+    /// Where the producer index lives, for a reader that holds no lock
+    /// (`net::linger_wait`; the ring outlives the QP's work item).
+    pub(crate) fn prod_ptr(&self) -> *const u32 {
+        // SAFETY: the header is inside the live ring (no access here).
+        unsafe { core::ptr::addr_of!((*self.hdr()).prod) }
+    }
+
     /// The producer index (acquire: slots below it are written).
     pub(crate) fn prod(&self) -> u32 {
         // SAFETY: the header is inside the live ring.
