@@ -71,9 +71,16 @@ for round in $(seq "$ROUNDS"); do
 	done
 done
 # profile_run DRV NAME CMD...: one timed run of a test (CMD with -D), the
-# steady state of three seconds of its traffic under perf, the report
+# steady state of three seconds of its traffic under perf, the report.
+# perf starts first, disabled (it takes seconds under TCG to set up), and
+# is switched on and off through its control FIFO.
 profile_run() {
 	local drv=$1 name=$2 f=$OUT/profile-$2-$1.txt; shift 2
+	rm -f /tmp/perf.ctl /tmp/perf.ack && mkfifo /tmp/perf.ctl /tmp/perf.ack
+	perf record -q -a -g -F 997 -e cpu-clock -D -1 --control=fifo:/tmp/perf.ctl,/tmp/perf.ack \
+		-o /tmp/perf.data -- sleep 120 >/tmp/perf-record.log 2>&1 &
+	local ppid=$! ack
+	exec 8<>/tmp/perf.ctl 9<>/tmp/perf.ack	# read-write: no open blocks, whether perf is up or not
 	pingpong $drv $drv 10.88.0.1 "$@" -d "${DEV[$drv]}" -x "${GID[$drv]}" >/tmp/run.log 2>&1 &
 	local rpid=$!
 	# until the client has connected and registered its buffers (zeroing
@@ -87,7 +94,12 @@ profile_run() {
 		[ $i -gt 1 ] && [ $((b - a)) -gt 1000 ] && break
 		sleep 0.5
 	done
-	perf record -q -a -g -F 997 -e cpu-clock -o /tmp/perf.data -- sleep 3 >/tmp/perf-record.log 2>&1
+	echo enable >&8 && read -r -t 20 -u 9 ack
+	sleep 3
+	echo disable >&8 && read -r -t 20 -u 9 ack
+	exec 8>&- 9<&-
+	kill -INT $ppid 2>/dev/null
+	wait $ppid
 	wait $rpid
 	local st=$? v
 	v=$(bench_value "$unit" /tmp/cli.log)
