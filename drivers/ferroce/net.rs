@@ -31,8 +31,7 @@ const TX_ALLOC: usize = TX_HEADROOM + TX_MAX_TRANSPORT + ICRC_LEN;
 /// 1024-byte MTU it fits a 2 KiB slab object, where the largest packet
 /// would take an order-1 page for every ACK.
 fn tx_len(mtu: crate::transport::qp::Mtu) -> usize {
-    let bytes = 128usize << (mtu as u32);
-    (TX_HEADROOM + crate::transport::pkt::tx_buffer_len(bytes) + ICRC_LEN).min(TX_ALLOC)
+    (TX_HEADROOM + crate::transport::pkt::tx_buffer_len(mtu.bytes() as usize) + ICRC_LEN).min(TX_ALLOC)
 }
 
 // ---------------------------------------------------------------------------
@@ -245,7 +244,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
         let mut notify = Notify::new();
         let mut batch: [Option<Ready>; TX_BATCH] = [const { None }; TX_BATCH];
         let mut n = 0usize;
-        let mut direct = Direct { n: 0, peers: Deferred::new(), after: RxAfter::default() };
+        let mut direct = Direct::default();
         let more = {
             let mut st = dev.state.lock();
             let st = &mut *st;
@@ -401,6 +400,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
 }
 
 /// What `direct_batch` did.
+#[derive(Default)]
 struct Direct {
     /// Packets delivered.
     n: usize,
@@ -417,14 +417,14 @@ struct Direct {
 /// on the queued local path. The peer's send side runs after the lock is
 /// dropped, so that it answers the batch with one ACK.
 fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, av: &Av, now: u64, limit: usize, notify: &mut Notify) -> Direct {
-    let mut d = Direct { n: 0, peers: Deferred::new(), after: RxAfter::default() };
+    let mut d = Direct::default();
     let mut buf = core::mem::take(&mut st.local_buf);
     while d.n < limit {
         let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { break };
         if !e.qp.may_transmit(now) {
             break;
         }
-        let room = crate::transport::pkt::tx_buffer_len(128usize << (e.qp.attr().path_mtu as u32));
+        let room = crate::transport::pkt::tx_buffer_len(e.qp.attr().path_mtu.bytes() as usize);
         let mut mem = Mem { mrs: &mut st.mrs, dev };
         let Some(t) = buf.get_mut(..room).and_then(|b| e.qp.poll_transmit(now, &mut mem, b)) else { break };
         let Some(pkt) = buf.get(..t.len) else { break };
@@ -771,16 +771,13 @@ const LOCAL_BUDGET: usize = 256;
 
 /// RC QPs whose send side runs after a batch of local deliveries (once the
 /// local queue is empty, or after `direct_batch`), not after each packet.
+#[derive(Default)]
 struct Deferred {
     qpns: [u32; 8],
     n: usize,
 }
 
 impl Deferred {
-    fn new() -> Self {
-        Deferred { qpns: [0; 8], n: 0 }
-    }
-
     /// Notes QP `qpn`; false when the set is full (kick them first).
     fn add(&mut self, qpn: u32) -> bool {
         if self.qpns.iter().take(self.n).any(|&q| q == qpn) {
@@ -813,7 +810,7 @@ impl Deferred {
 /// send sides that received packets want run once the queue is empty:
 /// a responder that took a batch of requests answers them with one ACK.
 pub(crate) fn run_local(dev: &FerroceDevice, budget: usize) {
-    let mut kicks = Deferred::new();
+    let mut kicks = Deferred::default();
     loop {
         if dev
             .local_depth

@@ -540,10 +540,6 @@ fn port_mtu(dev: &FerroceDevice) -> Mtu {
     Mtu::from_u32(e).unwrap_or(Mtu::Mtu256)
 }
 
-fn mtu_bytes(m: Mtu) -> u32 {
-    128 << (m as u32)
-}
-
 pub(crate) unsafe extern "C" fn create_qp(
     ibqp: *mut b::ib_qp,
     init: *mut b::ib_qp_init_attr,
@@ -596,7 +592,7 @@ pub(crate) unsafe extern "C" fn create_qp(
                         None => Some(UserRing::new(uctx, cap.max_recv_wr, b::FERROCE_RQ_WQE_SIZE as usize)?),
                     };
                     let empty = b::ferroce_ring_map { offset: 0, map_len: 0, entries: 0 };
-                    let ud_max_msg = if ty == QpType::Ud { mtu_bytes(mtu) } else { 0 };
+                    let ud_max_msg = if ty == QpType::Ud { mtu.bytes() } else { 0 };
                     let resp = b::ferroce_create_qp_resp {
                         sq: sq.map(),
                         rq: rq.as_ref().map_or(empty, |r| r.map()),
@@ -1266,7 +1262,7 @@ unsafe fn send_wqe(wr: *const b::ib_send_wr, e: &QpEntry, inline: Option<&Inline
         // A UD message is one packet: longer than the path MTU is refused
         // at post time (EINVAL), not completed in error.
         let len = wqe.length().ok_or(EINVAL)?;
-        if len > mtu_bytes(e.qp.attr().path_mtu) {
+        if len > e.qp.attr().path_mtu.bytes() {
             return Err(EINVAL);
         }
     }
