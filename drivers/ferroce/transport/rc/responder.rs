@@ -541,6 +541,12 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 let off = r.first_psn.distance_to(psn).saturating_mul(pmtu);
                 let res = u8::try_from(i).unwrap_or(0);
                 let job = Job::Read { res, start: psn, psn, off };
+                // The requester went back to `psn` and resends everything
+                // after it: the streams queued for later READs would only
+                // delay this answer (it discards them while it waits), so
+                // they go (the IBTA lets a responder stop the READ
+                // responses in progress on a duplicate; rdma_rxe does).
+                self.abandon_reads_after(psn);
                 // Restart the stream in place if it is still queued, so one
                 // lost packet does not double the traffic.
                 for k in 0..self.resp.jobs.len() {
@@ -571,6 +577,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                     return RxOutcome::Accepted;
                 }
                 // Replay the saved result; the atomic is not executed again.
+                self.abandon_reads_after(psn);
                 let res = u8::try_from(i).unwrap_or(0);
                 if self.push_job(Job::Atomic { res }) {
                     if let Some(r) = self.resp.res.get_mut(i) {
@@ -581,6 +588,22 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 RxOutcome::Dropped
             }
             _ => RxOutcome::Dropped,
+        }
+    }
+
+    /// Cancels the queued READ response streams of requests after `psn`
+    /// (a duplicate at `psn` means the requester resends them) and frees
+    /// their resources for those duplicates to find.
+    fn abandon_reads_after(&mut self, psn: Psn) {
+        for k in 0..self.resp.jobs.len() {
+            let Some(j) = self.resp.jobs.get_mut(k) else { continue };
+            let Job::Read { res, start, .. } = *j else { continue };
+            if start.is_after(psn) {
+                *j = Job::Empty;
+                if let Some(r) = self.resp.res.get_mut(usize::from(res)) {
+                    r.busy = false;
+                }
+            }
         }
     }
 

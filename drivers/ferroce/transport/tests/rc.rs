@@ -633,14 +633,52 @@ fn rc_read_resources_recycle_oldest_first_keeping_newer_ones_for_duplicates() {
     deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A + 1));
     assert_eq!(drain_tx(&mut r.b, 0, &mut r.mb).len(), 2);
     // A stale duplicate of the first READ is queued again, then a third
-    // READ arrives: it takes the oldest slot (cancelling the stale reply),
-    // and the second READ's resource still answers its duplicate.
+    // READ arrives: it takes the oldest slot (cancelling the stale reply).
+    // A duplicate of the second READ then abandons the third's queued
+    // reply (its requester resends it) and is answered from the second's
+    // resource, which was kept; the third's duplicate finds its own.
     deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A));
     deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A + 2));
     deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A + 1));
     let out = drain_tx(&mut r.b, 0, &mut r.mb);
     let psns: Vec<u32> = out.iter().map(|b| p(b).h.psn.value()).collect();
-    assert_eq!(psns, vec![PSN_A + 2, PSN_A + 1]);
+    assert_eq!(psns, vec![PSN_A + 1]);
+    deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A + 2));
+    let out = drain_tx(&mut r.b, 0, &mut r.mb);
+    let psns: Vec<u32> = out.iter().map(|b| p(b).h.psn.value()).collect();
+    assert_eq!(psns, vec![PSN_A + 2]);
+}
+
+#[test]
+fn rc_duplicate_read_is_answered_before_the_streams_queued_after_it() {
+    let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, max_rd_atomic: 2, ..RcParams::default() });
+    let rkey = r.tgt;
+    let rd = |psn: u32, len: u32| {
+        request(Opcode::RC_RDMA_READ_REQUEST, psn, &[], |h| {
+            h.reth = Some(Reth { va: 0x3_0000, rkey, len });
+        })
+    };
+    // A one-packet READ, then an eight-packet one right behind it.
+    deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A, 8));
+    deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A + 1, 8 * 256));
+    // The first response is lost on the wire; the second stream has
+    // started when the requester's timer resends both requests.
+    let mut buf = vec![0u8; 5000];
+    r.b.poll_transmit(0, &mut r.mb, &mut buf).unwrap();
+    r.b.poll_transmit(0, &mut r.mb, &mut buf).unwrap();
+    deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A, 8));
+    let out = drain_tx(&mut r.b, 0, &mut r.mb);
+    let psns: Vec<u32> = out.iter().map(|b| p(b).h.psn.value()).collect();
+    assert_eq!(psns, vec![PSN_A], "the duplicate is answered at once, the stale stream dropped");
+    assert_eq!(p(&out[0]).h.opcode, Opcode::RC_RDMA_READ_RESPONSE_ONLY);
+    assert_eq!(p(&out[0]).payload, &r.mb.region_mut(r.tgt).data[..8]);
+    // The resent second READ is answered whole from its resource.
+    deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A + 1, 8 * 256));
+    let out = drain_tx(&mut r.b, 0, &mut r.mb);
+    let psns: Vec<u32> = out.iter().map(|b| p(b).h.psn.value()).collect();
+    assert_eq!(psns, (PSN_A + 1..PSN_A + 9).collect::<Vec<_>>());
+    assert_eq!(p(&out[0]).h.opcode, Opcode::RC_RDMA_READ_RESPONSE_FIRST);
+    assert_eq!(p(&out[7]).h.opcode, Opcode::RC_RDMA_READ_RESPONSE_LAST);
 }
 
 #[test]
