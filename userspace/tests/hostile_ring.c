@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "../../include/uapi/rdma/ferroce-abi.h"
+#include "testlib.h"
 
 #define MAX_MAPS 256
 #define WINDOW 8	/* sends outstanding per QP */
@@ -69,11 +70,7 @@ static const char *const kind_name[K_NKINDS] = {
 static uint64_t rng_state;
 static uint64_t rnd(void)
 {
-	/* xorshift64* */
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545f4914f6cdd1dull;
+	return tl_next(&rng_state);
 }
 
 static double now(void)
@@ -283,54 +280,33 @@ static void post_recv(struct qp *q)
 		q->recvs++;
 }
 
+#define RC_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+
 static void connect_rc(struct qp *e, struct qp *p)
 {
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT,
-		.port_num = 1,
-		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+	struct tl_rc_conn c = {
+		.access = RC_ACCESS,
+		.mtu = port.active_mtu,
+		.dest_qpn = p->qp->qp_num,
+		.rq_psn = 1,
+		.sq_psn = 1,
+		.dgid = gid,
+		.sgid_index = gid_index,
+		.max_dest_rd_atomic = 1,
+		.max_rd_atomic = 1,
+		.timeout = 10,
+		.retry_cnt = 3,
+		.rnr_retry = 3,
 	};
+	const char *failed = tl_rc_connect(e->qp, &c);
 
-	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		die("ibv_modify_qp to INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = port.active_mtu;
-	a.dest_qp_num = p->qp->qp_num;
-	a.rq_psn = 1;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.grh.dgid = gid;
-	a.ah_attr.grh.sgid_index = gid_index;
-	a.ah_attr.grh.hop_limit = 64;
-	if (ibv_modify_qp(e->qp, &a,
-			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		die("ibv_modify_qp to RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 1;
-	a.timeout = 10;
-	a.retry_cnt = 3;
-	a.rnr_retry = 3;
-	a.max_rd_atomic = 1;
-	if (ibv_modify_qp(e->qp, &a,
-			  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				  IBV_QP_MAX_QP_RD_ATOMIC))
-		die("ibv_modify_qp to RTS");
+	if (failed)
+		die(failed);
 }
 
 static void to_init_rc(struct qp *e)
 {
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT,
-		.port_num = 1,
-		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
-	};
-
-	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+	if (tl_rc_init(e->qp, RC_ACCESS))
 		die("ibv_modify_qp to INIT");
 }
 
@@ -593,7 +569,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--seconds"))
 			seconds = atof(argv[i + 1]);
 	}
-	rng_state = seed * 0x9e3779b97f4a7c15ull + 1;
+	rng_state = tl_seed(seed);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
 	list = ibv_get_device_list(&n);

@@ -44,6 +44,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testlib.h"
+
 #define MAX_QPS 64
 #define MAX_WINDOW 32
 #define RECV_DEPTH 16	/* receives kept posted per QP */
@@ -335,45 +337,27 @@ static int clamp_rd(int v)
 static void connect_ep(struct ep *e)
 {
 	struct ep *p = e->peer;
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT,
-		.pkey_index = 0,
-		.port_num = 1,
-		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-				   IBV_ACCESS_REMOTE_ATOMIC,
+	struct tl_rc_conn c = {
+		.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			  IBV_ACCESS_REMOTE_ATOMIC,
+		.mtu = e->d->port.active_mtu < p->d->port.active_mtu ? e->d->port.active_mtu : p->d->port.active_mtu,
+		.dest_qpn = p->qp->qp_num,
+		.rq_psn = p->psn,
+		.sq_psn = e->psn,
+		.dgid = p->d->gid,
+		.sgid_index = e->d->gid_index,
+		.max_dest_rd_atomic = clamp_rd(e->d->attr.max_qp_rd_atom),
+		.max_rd_atomic = clamp_rd(p->d->attr.max_qp_init_rd_atom < e->d->attr.max_qp_init_rd_atom
+						  ? p->d->attr.max_qp_init_rd_atom
+						  : e->d->attr.max_qp_init_rd_atom),
+		.timeout = 14,
+		.retry_cnt = 7,
+		.rnr_retry = 7,
 	};
+	const char *failed = tl_rc_connect(e->qp, &c);
 
-	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		die("ibv_modify_qp to INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = e->d->port.active_mtu < p->d->port.active_mtu ? e->d->port.active_mtu : p->d->port.active_mtu;
-	a.dest_qp_num = p->qp->qp_num;
-	a.rq_psn = p->psn;
-	a.max_dest_rd_atomic = clamp_rd(e->d->attr.max_qp_rd_atom);
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.grh.dgid = p->d->gid;
-	a.ah_attr.grh.sgid_index = e->d->gid_index;
-	a.ah_attr.grh.hop_limit = 64;
-	if (ibv_modify_qp(e->qp, &a,
-			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		die("ibv_modify_qp to RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = e->psn;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = clamp_rd(p->d->attr.max_qp_init_rd_atom < e->d->attr.max_qp_init_rd_atom
-					   ? p->d->attr.max_qp_init_rd_atom
-					   : e->d->attr.max_qp_init_rd_atom);
-	if (ibv_modify_qp(e->qp, &a,
-			  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				  IBV_QP_MAX_QP_RD_ATOMIC))
-		die("ibv_modify_qp to RTS");
+	if (failed)
+		die(failed);
 }
 
 /* ---------------------------------------------------------------- the workload */

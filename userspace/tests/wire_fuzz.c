@@ -47,6 +47,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "testlib.h"
+
 enum { C_TRUNC, C_ICRC, C_PAD, C_OPCODE, C_PSN, C_QPN, C_RKEY, C_BOUNDS, C_READ, C_ATOMIC, C_SPOOF, C_UD, C_RANDOM, NCLASS };
 static const char *class_name[NCLASS] = {
 	"truncated", "bad-icrc", "bad-pad", "opcode", "psn", "qpn", "rkey",
@@ -56,11 +58,7 @@ static const char *class_name[NCLASS] = {
 static uint64_t rng;
 static uint64_t next(void)
 {
-	/* xorshift64* */
-	rng ^= rng >> 12;
-	rng ^= rng << 25;
-	rng ^= rng >> 27;
-	return rng * 0x2545F4914F6CDD1DULL;
+	return tl_next(&rng);
 }
 static uint32_t below(uint32_t n) { return n ? (uint32_t)(next() % n) : 0; }
 
@@ -155,7 +153,7 @@ int main(int argc, char **argv)
 	}
 	peer = src;
 	long count = atol(argv[3]);
-	rng = strtoull(argv[4], NULL, 0) * 0x9E3779B97F4A7C15ULL + 1;
+	rng = tl_seed(strtoull(argv[4], NULL, 0));
 	uint32_t qpn_max = 64;
 	const char *qpn_file = NULL;
 	for (int i = 5; i + 1 < argc; i += 2) {

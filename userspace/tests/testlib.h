@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Helpers the guest test programs share (header only, one copy each):
+ * a seeded random stream and the modify_qp sequence that connects an RC QP.
+ */
+#ifndef FERROCE_TESTLIB_H
+#define FERROCE_TESTLIB_H
+
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include <string.h>
+
+/* xorshift64*: the same seed gives the same stream on every run. */
+static inline uint64_t tl_seed(uint64_t seed)
+{
+	return seed * 0x9e3779b97f4a7c15ull + 1; /* never 0, which would stick */
+}
+
+static inline uint64_t tl_next(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545f4914f6cdd1dull;
+}
+
+/* What an RC QP needs to reach RTS: its peer and the connection's knobs. */
+struct tl_rc_conn {
+	int access;			/* qp_access_flags */
+	enum ibv_mtu mtu;
+	uint32_t dest_qpn;
+	uint32_t rq_psn, sq_psn;	/* the peer's first PSN, ours */
+	union ibv_gid dgid;
+	int sgid_index;
+	int max_dest_rd_atomic, max_rd_atomic;
+	int timeout, retry_cnt, rnr_retry;
+};
+
+/* RESET (or INIT) to INIT. Returns 0, or -1 with errno set. */
+static inline int tl_rc_init(struct ibv_qp *qp, int access)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = access };
+
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) ? -1 : 0;
+}
+
+/*
+ * INIT, RTR and RTS. Returns NULL, or the step that failed (errno set),
+ * for the caller's message.
+ */
+static inline const char *tl_rc_connect(struct ibv_qp *qp, const struct tl_rc_conn *c)
+{
+	struct ibv_qp_attr a;
+
+	if (tl_rc_init(qp, c->access))
+		return "ibv_modify_qp to INIT";
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = c->mtu;
+	a.dest_qp_num = c->dest_qpn;
+	a.rq_psn = c->rq_psn;
+	a.max_dest_rd_atomic = c->max_dest_rd_atomic;
+	a.min_rnr_timer = 1;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = 1;
+	a.ah_attr.grh.dgid = c->dgid;
+	a.ah_attr.grh.sgid_index = c->sgid_index;
+	a.ah_attr.grh.hop_limit = 64;
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		return "ibv_modify_qp to RTR";
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = c->sq_psn;
+	a.timeout = c->timeout;
+	a.retry_cnt = c->retry_cnt;
+	a.rnr_retry = c->rnr_retry;
+	a.max_rd_atomic = c->max_rd_atomic;
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				  IBV_QP_MAX_QP_RD_ATOMIC))
+		return "ibv_modify_qp to RTS";
+	return NULL;
+}
+
+#endif
