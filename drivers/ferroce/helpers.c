@@ -310,16 +310,49 @@ void ferroce_timer_cancel(struct timer_list *t) { timer_delete(t); }
 void ferroce_timer_shutdown_sync(struct timer_list *t) { timer_shutdown_sync(t); }
 
 static struct workqueue_struct *ferroce_wq;
+static struct workqueue_struct *ferroce_qp_wq;
 
 int ferroce_wq_create(void)
 {
 	ferroce_wq = alloc_workqueue("ferroce", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
-	return ferroce_wq ? 0 : -ENOMEM;
+	if (!ferroce_wq)
+		return -ENOMEM;
+	/*
+	 * QP work items (a send side's continuation, a linger) run bound to a
+	 * CPU that ferroce picks: not the one that queued them, where the
+	 * process posting to the QP (or the CPU's softirq) keeps running.
+	 * CPU_INTENSIVE: a linger's spin must not hold up the CPU's other
+	 * per-CPU work items.
+	 */
+	ferroce_qp_wq = alloc_workqueue("ferroce_qp", WQ_PERCPU | WQ_MEM_RECLAIM | WQ_CPU_INTENSIVE, 0);
+	if (!ferroce_qp_wq) {
+		destroy_workqueue(ferroce_wq);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
-void ferroce_wq_destroy(void) { destroy_workqueue(ferroce_wq); }
+void ferroce_wq_destroy(void)
+{
+	destroy_workqueue(ferroce_qp_wq);
+	destroy_workqueue(ferroce_wq);
+}
+
 void ferroce_work_init(struct work_struct *w, ferroce_work_fn fn) { INIT_WORK(w, fn); }
 void ferroce_work_queue(struct work_struct *w) { queue_work(ferroce_wq, w); }
+
+void ferroce_qp_work_queue(struct work_struct *w)
+{
+	int cpu = get_cpu();
+	int next = cpumask_next(cpu, cpu_online_mask);
+
+	if (next >= nr_cpu_ids)
+		next = cpumask_first(cpu_online_mask);
+	put_cpu();
+	if (next >= nr_cpu_ids)
+		next = cpu;
+	queue_work_on(next, ferroce_qp_wq, w);
+}
 void ferroce_work_cancel_sync(struct work_struct *w) { cancel_work_sync(w); }
 void ferroce_cond_resched(void) { cond_resched(); }
 

@@ -263,7 +263,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
                 if unsafe { b::ferroce_irqs_disabled() } {
                     // SAFETY: as below (queued under the device lock while
                     // the entry is in the table).
-                    unsafe { b::ferroce_work_queue(e.work) };
+                    unsafe { b::ferroce_qp_work_queue(e.work) };
                     return;
                 }
                 if e.tx_busy {
@@ -281,7 +281,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
                     // it is queued only under the device lock while the
                     // entry is in the table, and cancelled (synchronously)
                     // in destroy_qp after the entry left it.
-                    unsafe { b::ferroce_work_queue(e.work) };
+                    unsafe { b::ferroce_qp_work_queue(e.work) };
                 }
                 return;
             }
@@ -291,19 +291,25 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
             // address at both ends) hands its packets to the receiving QP
             // right here, under this same hold of the lock: no socket
             // buffer, no IP/UDP header, no queue, no second lock. Its peer
-            // answers after the batch (`peers`).
-            let local_path = st
-                .qp(qpn)
-                .filter(|e| e.qp.qp_type() == QpType::Rc)
-                .and_then(|e| e.path)
-                .filter(|p| p.dip == p.sip);
+            // answers after the batch (`peers`). So does a UD QP whose last
+            // packet went to this device (each packet's AH decides).
+            let local_path = st.qp(qpn).and_then(|e| match e.qp.qp_type() {
+                QpType::Rc => e.path.filter(|p| p.dip == p.sip).map(Some),
+                QpType::Ud => e.ud_direct.then_some(None),
+            });
             if let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
                 crate::rings::pull_sq(dev, e, &st.ahs);
             }
-            if let Some(av) = local_path {
+            if let Some(path) = local_path {
                 let limit = TX_BATCH.min(budget.saturating_sub(sent));
-                direct = direct_batch(dev, st, qpn, &av, now, limit, &mut notify);
+                direct = direct_batch(dev, st, qpn, path.as_ref(), now, limit, &mut notify);
                 sent = sent.saturating_add(direct.n);
+                if let Some(r) = direct.spill.take() {
+                    if let Some(slot) = batch.get_mut(0) {
+                        *slot = Some(r);
+                        n = 1;
+                    }
+                }
             } else if let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
                 let mut mem = Mem { mrs: &mut st.mrs, dev };
                 while n < TX_BATCH && sent < budget {
@@ -333,7 +339,12 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
                         break;
                     };
                     let av = match e.qp.qp_type() {
-                        QpType::Ud => st.ahs.get(t.ah as usize).copied().flatten().map(|a| a.av),
+                        QpType::Ud => {
+                            let av = st.ahs.get(t.ah as usize).copied().flatten().map(|a| a.av);
+                            // To this device: the next batch goes direct.
+                            e.ud_direct = av.is_some_and(|a| a.dip == a.sip);
+                            av
+                        }
                         QpType::Rc => e.path,
                     };
                     if e.note_request(buf.get(TX_HEADROOM..TX_HEADROOM.saturating_add(t.len))) {
@@ -348,8 +359,8 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
                 }
             }
             drain(dev, st, qpn, 0, &mut notify);
-            let mut more = n + direct.n > 0;
-            if n + direct.n == 0 {
+            let mut more = n + direct.n + direct.dropped > 0;
+            if n + direct.n + direct.dropped == 0 {
                 if let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
                     e.arm_timer();
                     if nomem {
@@ -366,7 +377,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
                             crate::rings::Idle::Recheck => more = true,
                             crate::rings::Idle::Linger => {
                                 // SAFETY: as for the budget case above.
-                                unsafe { b::ferroce_work_queue(e.work) };
+                                unsafe { b::ferroce_qp_work_queue(e.work) };
                             }
                             crate::rings::Idle::Stop => {}
                         }
@@ -404,19 +415,26 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
 struct Direct {
     /// Packets delivered.
     n: usize,
+    /// UD packets dropped for want of an address handle.
+    dropped: usize,
     /// The receiving QPs whose send side runs after the lock.
     peers: Deferred,
     /// An SRQ limit event, fired after the lock (the batch stops there).
     after: RxAfter,
+    /// A UD packet for another host, copied into a socket buffer for
+    /// `send` (the batch stops there; the QP's next batches use buffers).
+    spill: Option<Ready>,
 }
 
-/// `kick`'s batch for an RC QP whose peer is on this device (`av`: its
-/// path, both addresses this device's): at most `limit` packets, each built
-/// into the device's `local_buf` and received by the peer QP under the same
-/// hold of the lock. Each counts as a local send and a received packet, as
-/// on the queued local path. The peer's send side runs after the lock is
-/// dropped, so that it answers the batch with one ACK.
-fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, av: &Av, now: u64, limit: usize, notify: &mut Notify) -> Direct {
+/// `kick`'s batch for a QP whose packets go to this device: an RC QP whose
+/// path (`path`) has this device's address at both ends, or a UD QP whose
+/// last packet went to one of its QPs (`path` None: each packet's AH is
+/// looked at). At most `limit` packets, each built into the device's
+/// `local_buf` and received by the destination QP under the same hold of
+/// the lock. Each counts as a local send and a received packet, as on the
+/// queued local path. The peer's send side runs after the lock is dropped,
+/// so that it answers the batch with one ACK.
+fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, path: Option<&Av>, now: u64, limit: usize, notify: &mut Notify) -> Direct {
     let mut d = Direct::default();
     let mut buf = core::mem::take(&mut st.local_buf);
     while d.n < limit {
@@ -424,7 +442,8 @@ fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, av: &Av, now: 
         if !e.qp.may_transmit(now) {
             break;
         }
-        let room = crate::transport::pkt::tx_buffer_len(e.qp.attr().path_mtu.bytes() as usize);
+        let mtu = e.qp.attr().path_mtu;
+        let room = crate::transport::pkt::tx_buffer_len(mtu.bytes() as usize);
         let mut mem = Mem { mrs: &mut st.mrs, dev };
         let Some(t) = buf.get_mut(..room).and_then(|b| e.qp.poll_transmit(now, &mut mem, b)) else { break };
         let Some(pkt) = buf.get(..t.len) else { break };
@@ -432,6 +451,27 @@ fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, av: &Av, now: 
             dev.count(Counter::TxRetransmit);
         }
         let sport = e.qpn_source_port(t.dest_qpn);
+        let av = match path {
+            Some(av) => *av,
+            None => match st.ahs.get(t.ah as usize).copied().flatten() {
+                Some(a) if a.av.dip == a.av.sip => a.av,
+                Some(a) => {
+                    // Another host: this packet goes out in a socket
+                    // buffer, and so do the QP's next ones.
+                    e.ud_direct = false;
+                    d.spill = spill(dev, pkt, mtu, a.av, sport);
+                    if d.spill.is_none() {
+                        d.dropped += 1;
+                    }
+                    break;
+                }
+                None => {
+                    dev.count(Counter::TxNoAh);
+                    d.dropped += 1;
+                    continue;
+                }
+            },
+        };
         d.n += 1;
         dev.count(Counter::TxLocal);
         dev.count(Counter::RxPackets);
@@ -440,7 +480,7 @@ fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, av: &Av, now: 
         let mut hdr = [0u8; IPV6_LEN + UDP_LEN];
         let ip_len = if av.ipv6 { IPV6_LEN } else { IPV4_LEN };
         let total = (ip_len + UDP_LEN + ICRC_LEN).saturating_add(t.len);
-        if headers(&mut hdr, av, sport, 0, total).is_none() {
+        if headers(&mut hdr, &av, sport, 0, total).is_none() {
             dev.count(Counter::TxMalformed);
             break;
         }
@@ -458,6 +498,30 @@ fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, av: &Av, now: 
     }
     st.local_buf = buf;
     d
+}
+
+/// A UD packet `direct_batch` built for another host, copied into a socket
+/// buffer laid out as `kick` lays out its own; None (counted) when no
+/// buffer could be had: the datagram is lost, as UD allows.
+fn spill(dev: &FerroceDevice, pkt: &[u8], mtu: crate::transport::qp::Mtu, av: Av, sport: u16) -> Option<Ready> {
+    let len = tx_len(mtu);
+    // SAFETY: as in `kick`: the netdev is held while the device is
+    // registered. GFP_ATOMIC.
+    let skb = unsafe { b::ferroce_tx_alloc(dev.ndev(), len as u32) };
+    if skb.is_null() {
+        dev.count(Counter::TxNoMem);
+        return None;
+    }
+    // SAFETY: the skb is linear with `len` bytes at its data pointer and
+    // exclusively ours until sent or freed.
+    let buf = unsafe { core::slice::from_raw_parts_mut(b::ferroce_skb_data(skb), len) };
+    if put(buf, TX_HEADROOM, pkt).is_none() {
+        dev.count(Counter::TxMalformed);
+        // SAFETY: unsent skb of ours.
+        unsafe { b::ferroce_kfree_skb(skb) };
+        return None;
+    }
+    Some(Ready { skb, len: pkt.len(), av: Some(av), sport })
 }
 
 fn now_ns() -> u64 {

@@ -658,6 +658,7 @@ pub(crate) unsafe extern "C" fn create_qp(
                     tx_busy: false,
                     tx_again: false,
                     tx_max_psn: None,
+                    ud_direct: false,
                     srq,
                     rings,
                 },

@@ -100,6 +100,9 @@ pub(crate) struct QpEntry {
     pub(crate) tx_again: bool,
     /// Highest request PSN sent (RC), to count retransmissions.
     pub(crate) tx_max_psn: Option<Psn>,
+    /// UD: the last packet went to a QP of this device, so the next ones
+    /// are built straight into the device's buffer (`net::direct_batch`).
+    pub(crate) ud_direct: bool,
     /// The SRQ the QP takes its receive WQEs from.
     pub(crate) srq: Option<usize>,
     /// A process's QP: its SQ and RQ rings.

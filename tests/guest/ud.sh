@@ -83,6 +83,18 @@ check "every packet decodes as a UD SEND with the right QPNs and Q_Key, no malfo
 psn_ok=$(echo "$fields" | awk '$1 == "10.66.0.1" { if (n++ && $6 != (last + 1) % 16777216) bad++; last = $6 } END { print (n > 0 && !bad) ? "yes" : "no" }')
 check "PSNs of one sender increase by one" test "$psn_ok" = yes
 
+# One UD QP on fra whose bursts go, at random, to a QP of fra (delivered
+# inside the device) and to a QP of frb across the veth (through the IP
+# stack): the per-packet choice between the two paths loses nothing.
+before=$(rdma statistic show link fra/1)
+check "one UD QP sending to its own device and across the veth, mixed in bursts (ud_mixed)" \
+	ip netns exec a build/userspace/tests/ud_mixed fra "$GA" frb "$GB" 100
+after=$(rdma statistic show link fra/1)
+counter() { echo "$1" | tr ' ' '\n' | grep -A1 -x "$2" | tail -1; }
+check "  ...fra sent both inside the device (tx_local) and to the wire (tx_packets)" \
+	test $(( $(counter "$after" tx_local) - $(counter "$before" tx_local) )) -gt 0 -a \
+	$(( $(counter "$after" tx_packets) - $(counter "$before" tx_packets) )) -gt 0
+
 check "rdma link delete in namespace a" ip netns exec a rdma link delete fra
 check "rdma link delete in namespace b" ip netns exec b rdma link delete frb
 ip netns del a
