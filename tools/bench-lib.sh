@@ -12,7 +12,7 @@ BENCH_TESTS=(
 	"write_bw_4k|MiB/s|higher|ib_write_bw -s 4096 -n 5000"
 	"read_bw_64k|MiB/s|higher|ib_read_bw -s 65536 -n 1000"
 	"ud_send_bw_mtu|MiB/s|higher|ib_send_bw -c UD -s 1024 -n 5000"
-	"msg_rate_64|Mpps|higher|ib_write_bw -s 64 -q 4 -n 5000"
+	"msg_rate_64|Mpps|higher|ib_write_bw -s 64 -q 4 -n 20000"
 	"write_lat_2|usec|lower|ib_write_lat -s 2 -n 2000"
 	"send_lat_2|usec|lower|ib_send_lat -s 2 -n 2000"
 )

@@ -319,10 +319,9 @@ int ferroce_wq_create(void)
 		return -ENOMEM;
 	/*
 	 * QP work items (a send side's continuation, a linger) run bound to a
-	 * CPU that ferroce picks: not the one that queued them, where the
-	 * process posting to the QP (or the CPU's softirq) keeps running.
-	 * CPU_INTENSIVE: a linger's spin must not hold up the CPU's other
-	 * per-CPU work items.
+	 * CPU that ferroce picks (ferroce_qp_work_queue): not the one where
+	 * the process posting to the QP keeps running. CPU_INTENSIVE: a
+	 * linger's spin must not hold up the CPU's other per-CPU work items.
 	 */
 	ferroce_qp_wq = alloc_workqueue("ferroce_qp", WQ_PERCPU | WQ_MEM_RECLAIM | WQ_CPU_INTENSIVE, 0);
 	if (!ferroce_qp_wq) {
@@ -341,17 +340,28 @@ void ferroce_wq_destroy(void)
 void ferroce_work_init(struct work_struct *w, ferroce_work_fn fn) { INIT_WORK(w, fn); }
 void ferroce_work_queue(struct work_struct *w) { queue_work(ferroce_wq, w); }
 
+/*
+ * A QP's work item goes to the next online CPU after this one when a
+ * process (its doorbell) or a softirq queues it, leaving this CPU to the
+ * process; a work item that queues it (a linger that lingers again) keeps
+ * it on its own CPU, which is already not the process's. The unbound
+ * queue's workers were often woken on the process's own CPU, where the
+ * two took turns: half the message rate.
+ */
 void ferroce_qp_work_queue(struct work_struct *w)
 {
 	int cpu = get_cpu();
-	int next = cpumask_next(cpu, cpu_online_mask);
+	int target = cpu;
 
-	if (next >= nr_cpu_ids)
-		next = cpumask_first(cpu_online_mask);
+	if (!(in_task() && (current->flags & PF_WQ_WORKER))) {
+		target = cpumask_next(cpu, cpu_online_mask);
+		if (target >= nr_cpu_ids)
+			target = cpumask_first(cpu_online_mask);
+		if (target >= nr_cpu_ids)
+			target = cpu;
+	}
 	put_cpu();
-	if (next >= nr_cpu_ids)
-		next = cpu;
-	queue_work_on(next, ferroce_qp_wq, w);
+	queue_work_on(target, ferroce_qp_wq, w);
 }
 void ferroce_work_cancel_sync(struct work_struct *w) { cancel_work_sync(w); }
 void ferroce_cond_resched(void) { cond_resched(); }

@@ -114,7 +114,7 @@ int ferroce_wq_create(void);
 void ferroce_wq_destroy(void);
 void ferroce_work_init(struct work_struct *w, ferroce_work_fn fn);
 void ferroce_work_queue(struct work_struct *w);
-/* A QP's work item, on the next online CPU after this one. */
+/* A QP's work item, on a CPU other than the poster's (see helpers.c). */
 void ferroce_qp_work_queue(struct work_struct *w);
 void ferroce_work_cancel_sync(struct work_struct *w);
 void ferroce_cond_resched(void);

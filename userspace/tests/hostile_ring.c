@@ -12,14 +12,16 @@
  * /proc/self/maps (the mappings of /dev/infiniband/uverbs* that appeared
  * when the object was created):
  *
- *   sq-prod-ahead    SQ prod = cons + entries + 7
+ *   sq-prod-ahead    SQ prod = cons + 2 * entries + 7 (the kernel may retire
+ *                    up to `entries` more requests between the read of cons
+ *                    and its own look: the claim stays impossible)
  *   sq-prod-huge     SQ prod = 0xfffffff0
  *   sq-bad-opcode    a WQE with opcode 0xdead, published
  *   sq-num-sge       a WQE with num_sge 200, published
  *   sq-inline-len    an inline WQE with inline_len 5000, published
  *   sq-bad-lkey      an RDMA WRITE whose SGE has a bogus lkey, published
  *   ud-bad-ah        (UD QP) a SEND naming AH handle 0xffff, published
- *   rq-prod-ahead    RQ prod = cons + entries + 5; the peer then sends
+ *   rq-prod-ahead    RQ prod = cons + 2 * entries + 5; the peer then sends
  *   rq-num-sge       an RQ WQE with num_sge 200, published; the peer sends
  *   cq-cons-ahead    the CQ's cons = prod + 100000 (the QP is not required
  *                    to fail: the damage is to the CQ)
@@ -484,7 +486,7 @@ static void attack(struct pair *p)
 	w.send_flags = IBV_SEND_SIGNALED;
 	switch (p->kind) {
 	case K_SQ_PROD_AHEAD:
-		store32(&sq->prod, load32(&sq->cons) + q->sq.entries + 7);
+		store32(&sq->prod, load32(&sq->cons) + 2 * q->sq.entries + 7);
 		break;
 	case K_SQ_PROD_HUGE:
 		store32(&sq->prod, 0xfffffff0u);
@@ -522,7 +524,7 @@ static void attack(struct pair *p)
 		publish_sq(q, &w);
 		break;
 	case K_RQ_PROD_AHEAD:
-		store32(&rq->prod, load32(&rq->cons) + q->rq.entries + 5);
+		store32(&rq->prod, load32(&rq->cons) + 2 * q->rq.entries + 5);
 		break;
 	case K_RQ_NUM_SGE: {
 		uint32_t prod = load32(&rq->prod);

@@ -99,10 +99,23 @@ impl Opcode {
     /// [`Error::ReservedOpcode`] for codes the IBTA leaves undefined,
     /// [`Error::UnsupportedOpcode`] for defined ones this engine does not
     /// implement (RD, XRC, RESYNC, FLUSH, ATOMIC WRITE, vendor opcodes).
+    /// (One load from a table built at compile time: every packet asks,
+    /// several times on its way.)
     pub const fn info(self) -> Result<OpcodeInfo> {
-        lookup(self.0)
+        OPCODES[self.0 as usize]
     }
 }
+
+/// `lookup` of every opcode, computed at compile time.
+static OPCODES: [Result<OpcodeInfo>; 256] = {
+    let mut t = [Err(Error::ReservedOpcode(0)); 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = lookup(i as u8);
+        i += 1;
+    }
+    t
+};
 
 /// Transport service of an opcode (BTH opcode bits 7:5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
