@@ -95,6 +95,60 @@ if ! recv 600 || [ "${MSG[0]}" != hello ]; then
 fi
 log "control connection with $FERROCE_PEER_IP:$CTL"
 
+# --- the link's own bandwidth -------------------------------------------------------------
+# The physical reference of the _2g numbers, as the guest's copy bandwidth
+# is of the one-guest ones: TCP between the guests' eth1 addresses (the
+# kernel's TCP recovers from the link's drops with its congestion control),
+# 32 MiB three times, timed by the receiver from its first byte to the end;
+# the best of the three. Guest A writes "RESULT linktcp guest 0 MIB_S".
+LINKREF=7474
+if [ $ROLE = server ]; then
+	timeout 300 python3 - "$LINKREF" <<'PY' &
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("", int(sys.argv[1])))
+s.listen(1)
+for _ in range(3):
+    c, _ = s.accept()
+    n, t0 = 0, None
+    while True:
+        d = c.recv(1 << 16)
+        if not d:
+            break
+        if t0 is None:
+            t0 = time.perf_counter()
+        n += len(d)
+    c.sendall(f"{n} {time.perf_counter() - (t0 or 0)}\n".encode())
+    c.close()
+PY
+	wait $! || true
+else
+	LINKREF_LINE=$(timeout 300 python3 - "$FERROCE_PEER_IP" "$LINKREF" <<'PY'
+
+import socket, sys, time
+best = 0.0
+chunk = bytes(1 << 16)
+for _ in range(3):
+    for _ in range(300):
+        try:
+            c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=60)
+            break
+        except OSError:
+            time.sleep(0.1)
+    for _ in range(512):
+        c.sendall(chunk)
+    c.shutdown(socket.SHUT_WR)
+    n, dt = c.makefile().readline().split()
+    c.close()
+    if float(dt) > 0:
+        best = max(best, int(n) / float(dt) / (1 << 20))
+print(f"RESULT linktcp guest 0 {best:.1f}")
+PY
+	)
+	log "link reference: ${LINKREF_LINE:-not measured}"
+fi
+
 
 # server_run K DRV T PROG ARGS...
 server_run() {
@@ -164,6 +218,7 @@ client_run() {
 if [ $ROLE = client ]; then
 	mkdir -p "$OUT"
 	: >"$RAW"
+	[ -n "${LINKREF_LINE:-}" ] && echo "$LINKREF_LINE" >>"$RAW"
 fi
 ok=1 k=0
 for round in $(seq "$ROUNDS"); do

@@ -39,6 +39,15 @@ ip addr del 10.0.2.99/24 dev eth0
 # active MTU follows the netdev MTU
 ip link set eth0 mtu 1000
 expect "active_mtu 512 on a 1000-byte netdev" 'active_mtu:[[:space:]]+512 \(2\)' "$(devinfo fr0)"
+# a jumbo netdev: IB MTU 4096, and traffic at that path MTU (RC through
+# the direct path with every byte checked, UD messages of the full MTU)
+ip link set eth0 mtu 9000
+expect "active_mtu 4096 on a 9000-byte netdev" 'active_mtu:[[:space:]]+4096 \(5\)' "$(devinfo fr0)"
+G4=$(gid_index fr0 '::ffff:10\.0\.2\.15')
+check "ibv_rc_pingpong at path MTU 4096: 200 messages of 64 KiB, data checked" \
+	pingpong "" "" 10.0.2.15 ibv_rc_pingpong -d fr0 -g "$G4" -m 4096 -c -n 200 -s 65536
+check "ibv_ud_pingpong at path MTU 4096: 200 messages of 4096 bytes" \
+	pingpong "" "" 10.0.2.15 ibv_ud_pingpong -d fr0 -g "$G4" -n 200 -s 4096
 ip link set eth0 mtu 1500
 
 # port state follows the netdev
