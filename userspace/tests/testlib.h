@@ -1,14 +1,36 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * Helpers the guest test programs share (header only, one copy each):
- * a seeded random stream and the modify_qp sequence that connects an RC QP.
+ * a seeded random stream, the modify_qp sequence that connects an RC QP and
+ * the ok / not ok line of a check.
  */
 #ifndef FERROCE_TESTLIB_H
 #define FERROCE_TESTLIB_H
 
 #include <infiniband/verbs.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+
+/* Checks that fail so far (a program's exit status). */
+static int failures __attribute__((unused));
+
+/*
+ * One "ok - NAME" or "not ok - NAME: why" line (tools/check counts them);
+ * the rest of the arguments are printf's, saying why.
+ */
+#define CHECK(name, cond, ...)                                                 \
+	do {                                                                   \
+		if (cond) {                                                    \
+			printf("ok - %s\n", name);                             \
+		} else {                                                       \
+			printf("not ok - %s: ", name);                         \
+			printf(__VA_ARGS__);                                   \
+			printf("\n");                                          \
+			failures++;                                            \
+		}                                                              \
+		fflush(stdout);                                                \
+	} while (0)
 
 /* xorshift64*: the same seed gives the same stream on every run. */
 static inline uint64_t tl_seed(uint64_t seed)

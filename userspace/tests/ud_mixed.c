@@ -28,21 +28,6 @@
 #define RECVS 64
 #define QKEY 0x11u
 
-static int failures;
-
-#define CHECK(name, cond, ...)                                                 \
-	do {                                                                   \
-		if (cond) {                                                    \
-			printf("ok - %s\n", name);                             \
-		} else {                                                       \
-			printf("not ok - %s: ", name);                         \
-			printf(__VA_ARGS__);                                   \
-			printf("\n");                                          \
-			failures++;                                            \
-		}                                                              \
-		fflush(stdout);                                                \
-	} while (0)
-
 static void die(const char *what)
 {
 	fprintf(stderr, "ud_mixed: %s: %s\n", what, strerror(errno));

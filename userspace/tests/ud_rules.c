@@ -18,20 +18,7 @@
 #include <time.h>
 #include <arpa/inet.h>
 
-static int failures;
-
-#define CHECK(name, cond, ...)                                                 \
-	do {                                                                   \
-		if (cond) {                                                    \
-			printf("ok - %s\n", name);                             \
-		} else {                                                       \
-			printf("not ok - %s: ", name);                         \
-			printf(__VA_ARGS__);                                   \
-			printf("\n");                                          \
-			failures++;                                            \
-		}                                                              \
-		fflush(stdout);                                                \
-	} while (0)
+#include "testlib.h"
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
