@@ -28,7 +28,7 @@ for raw in raws:
         lines += raw.read_text().splitlines()
     else:
         print(f"{raw}: missing (that part did not run or did not start)")
-tests, runs, memcpy, linktcp, linkhalfrtt = {}, {}, None, None, None
+tests, runs, memcpy, linktcp = {}, {}, None, None
 for line in lines:
     f = line.split()
     if line.startswith("TEST "):
@@ -41,9 +41,6 @@ for line in lines:
             continue
         if name == "linktcp":
             linktcp = float(val)
-            continue
-        if name == "linkhalfrtt":
-            linkhalfrtt = float(val)
             continue
         try:
             v = float(val)
@@ -75,8 +72,6 @@ def fmt(x):
 print(f"guest copy bandwidth (physical reference): {fmt(memcpy)} MiB/s" if memcpy else "guest copy bandwidth: not measured")
 if linktcp:
     print(f"TCP across the two guests' link (physical reference of _2g): {fmt(linktcp)} MiB/s")
-if linkhalfrtt:
-    print(f"half a ping round trip across it (latency reference of _2g): {fmt(linkhalfrtt)} usec")
 print(f"{'test':18} {'unit':6} {'rxe (min..max)':26} {'ferroce (min..max)':26} {'ratio':>7}  goal")
 goals = {"send_bw_64k": (">=", 3), "write_bw_64k": (">=", 3), "msg_rate_64": (">=", 3), "ud_send_bw_mtu": (">=", 3),
          "write_lat_2": ("<=", 0.5), "send_lat_2": ("<=", 0.5)}
