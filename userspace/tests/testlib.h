@@ -46,6 +46,21 @@ static inline uint64_t tl_next(uint64_t *s)
 	return *s * 0x2545f4914f6cdd1dull;
 }
 
+/* A UD QP from RESET to RTS with Q_Key `qkey`. Returns 0, or -1 with errno set. */
+static inline int tl_ud_rts(struct ibv_qp *qp, uint32_t qkey, uint32_t sq_psn)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1, .qkey = qkey };
+
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+		return -1;
+	a.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		return -1;
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = sq_psn;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) ? -1 : 0;
+}
+
 /* What an RC QP needs to reach RTS: its peer and the connection's knobs. */
 struct tl_rc_conn {
 	int access;			/* qp_access_flags */

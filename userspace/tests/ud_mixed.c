@@ -88,18 +88,10 @@ static struct ibv_qp *ud_qp(struct side *s, struct ibv_cq *cq)
 		.cap = { .max_send_wr = BURST, .max_recv_wr = RECVS, .max_send_sge = 1, .max_recv_sge = 1 },
 	};
 	struct ibv_qp *qp = ibv_create_qp(s->pd, &ia);
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = QKEY };
 
 	if (!qp)
 		die("ibv_create_qp");
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
-		die("ibv_modify_qp to INIT");
-	a.qp_state = IBV_QPS_RTR;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
-		die("ibv_modify_qp to RTR");
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
+	if (tl_ud_rts(qp, QKEY, 0))
 		die("ibv_modify_qp to RTS");
 	return qp;
 }

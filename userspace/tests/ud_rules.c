@@ -42,16 +42,7 @@ static void die(const char *what)
 
 static int to_rts(struct ibv_qp *qp, uint32_t qkey)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1, .qkey = qkey };
-
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
-		return -1;
-	a.qp_state = IBV_QPS_RTR;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
-		return -1;
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x123;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+	return tl_ud_rts(qp, qkey, 0x123);
 }
 
 static struct qp make_qp(uint32_t qkey, int max_send_sge, int to_state_rts)
