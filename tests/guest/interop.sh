@@ -106,22 +106,22 @@ _xpair_once() {
 	return 1
 }
 # xpair ...: the same, retried once when perftest could not calibrate its
-# clock, or when under netem (NETEM_ON) ibv_rc_pingpong's server finished
-# every iteration and its client did not. The server exits as soon as its
-# own work completes; when netem drops its ACK of the client's last
-# message, the client's retransmission finds no QP, and the client fails
-# (an rdma_rxe client retransmits until the run's timeout). That is the
-# tool's exit under loss, not the driver's: a server that never answered
-# fails the second run too.
+# clock, or when under netem (NETEM_ON) one side of ibv_rc_pingpong
+# finished every iteration and the other did not. Each side exits as soon
+# as its own work completes; when netem drops its ACK of the peer's last
+# message, the peer's retransmission finds no QP, and the peer fails (an
+# rdma_rxe peer retransmits until the run's timeout). That is the tool's
+# exit under loss, not the driver's: a side that never answered fails the
+# second run too.
 xpair() {
 	local try
 	for try in 1 2; do
 		_xpair_once "$@" && return 0
 		if grep -q "Can't produce a report" /tmp/srv.log /tmp/cli.log; then
 			echo "--- perftest could not calibrate its clock (emulated, loaded host): retrying once"
-		elif [ -n "${NETEM_ON:-}" ] && [ "$5" = ibv_rc_pingpong ] && grep -q " iters in " /tmp/srv.log &&
-			! grep -q " iters in " /tmp/cli.log; then
-			echo "--- the server finished and the client did not: its last ACK was lost after it exited (ibv_rc_pingpong under loss): retrying once"
+		elif [ -n "${NETEM_ON:-}" ] && [ "$5" = ibv_rc_pingpong ] &&
+			[ "$(grep -c " iters in " /tmp/srv.log)" != "$(grep -c " iters in " /tmp/cli.log)" ]; then
+			echo "--- one side finished and the other did not: its last ACK was lost after it exited (ibv_rc_pingpong under loss): retrying once"
 		else
 			return 1
 		fi
