@@ -342,18 +342,24 @@ void ferroce_work_queue(struct work_struct *w) { queue_work(ferroce_wq, w); }
 
 /*
  * A QP's work item goes to the next online CPU after this one when a
- * process (its doorbell) or a softirq queues it, leaving this CPU to the
- * process; a work item that queues it (a linger that lingers again) keeps
- * it on its own CPU, which is already not the process's. The unbound
- * queue's workers were often woken on the process's own CPU, where the
- * two took turns: half the message rate.
+ * process (its doorbell) queues it, leaving this CPU to the process; the
+ * unbound queue's workers were often woken on the process's own CPU,
+ * where the two took turns: half the message rate. A work item that
+ * queues it (a linger that lingers again) keeps it on its own CPU, which
+ * is already not the process's. So does a softirq: the packets it sent
+ * wait in this CPU's receive backlog (a veth, the loopback) until the
+ * softirq ends, and the work item that continues its burst runs after
+ * that, behind them. On the next CPU, the continuation's packets went
+ * out first: on a veth, 6.6% of ferroce's packets arrived behind later
+ * ones, 3.6% after this change (captured at both ends, rc_integrity
+ * against rdma_rxe).
  */
 void ferroce_qp_work_queue(struct work_struct *w)
 {
 	int cpu = get_cpu();
 	int target = cpu;
 
-	if (!(in_task() && (current->flags & PF_WQ_WORKER))) {
+	if (in_task() && !(current->flags & PF_WQ_WORKER)) {
 		target = cpumask_next(cpu, cpu_online_mask);
 		if (target >= nr_cpu_ids)
 			target = cpumask_first(cpu_online_mask);

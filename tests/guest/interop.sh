@@ -41,6 +41,23 @@ for x in "a va 1" "b vb 2"; do
 	ip -n $1 -6 addr add fd66::$3/64 dev $2 nodad
 	ip -n $1 link set $2 up
 done
+# A wire keeps a sender's packets in order; a veth does not when the sender
+# moves between CPUs: each packet waits in the backlog of the CPU that sent
+# it, and a busy CPU's backlog can wait for ksoftirqd while the other CPU's
+# is processed. Captured at both ends of this veth, 3.6% of ferroce's
+# packets and 0.1% of rdma_rxe's arrived behind later ones. rdma_rxe's
+# requester does not survive that: an ACK that arrives among the responses
+# of a READ resets its state, and it completes the READ successfully with
+# data missing (a WARNING in rxe_comp.c; rdma_rxe against itself failed
+# rc_integrity 10 times in 16 under netem loss and reordering). RPS of
+# both receive queues to one CPU puts every packet through one backlog, in
+# the order sent: the clean link is in order, as a wire is (0 of 29,942 of
+# ferroce's packets out of order). Disorder is part 4's job, with netem.
+for x in "a va" "b vb"; do
+	set -- $x
+	check "RPS: $2's packets go through CPU 0's backlog (in order)" \
+		ip netns exec $1 sh -c "echo 1 >/sys/class/net/$2/queues/rx-0/rps_cpus"
+done
 check "rxe device rxa on va (namespace a)" ip netns exec a rdma link add rxa type rxe netdev va
 check "ferroce device frb on vb (namespace b)" ip netns exec b rdma link add frb type ferroce netdev vb
 
