@@ -515,6 +515,36 @@ fn rc_implied_nak_reissues_read_when_ack_passes_it() {
     assert_eq!(all_cqes(&mut r.b).1.len(), 1);
 }
 
+/// The reorder that breaks rdma_rxe's requester (Linux 7.2): the ACK of a
+/// WRITE arrives among the responses of the READ after it. An older ACK
+/// acknowledges nothing new; the READ's responses are placed by PSN and
+/// the READ completes with all of its data, once, without a retry.
+#[test]
+fn rc_old_ack_among_read_responses_changes_nothing() {
+    let mut r = setup();
+    r.a.post_send(&write(&r, 1, 100, 0x3_0000)).unwrap();
+    r.a.post_send(&read(&r, 2, 1000, 0x1_8000, 0x3_0400)).unwrap();
+    for x in &drain_tx(&mut r.a, 0, &mut r.ma) {
+        deliver(&mut r.b, 0, &mut r.mb, x);
+    }
+    let resp = drain_tx(&mut r.b, 0, &mut r.mb);
+    let ops: Vec<Opcode> = resp.iter().map(|x| p(x).h.opcode).collect();
+    assert_eq!(ops[0], Opcode::RC_ACKNOWLEDGE, "the WRITE's ACK first: {ops:?}");
+    assert_eq!(resp.len(), 5, "ACK, then 4 READ responses at MTU 256");
+    // READ FIRST, the old ACK, the rest of the READ, the ACK once more.
+    for i in [1, 0, 2, 3, 4, 0] {
+        assert_ne!(deliver(&mut r.a, 0, &mut r.ma, &resp[i]), RxOutcome::Nak);
+    }
+    let (s, _) = all_cqes(&mut r.a);
+    let got: Vec<(u64, WcStatus, WcOpcode)> = s.iter().map(|c| (c.wr_id, c.status, c.opcode)).collect();
+    assert_eq!(got, vec![(1, WcStatus::Success, WcOpcode::RdmaWrite), (2, WcStatus::Success, WcOpcode::RdmaRead)]);
+    assert_eq!(s[1].byte_len, 1000);
+    assert_eq!(r.ma.bytes(r.src, 0x8000, 1000), r.mb.bytes(r.tgt, 0x400, 1000), "every byte of the READ");
+    assert!(drain_tx(&mut r.a, 0, &mut r.ma).is_empty(), "no retransmission");
+    assert_eq!(r.a.next_deadline(), None, "nothing outstanding");
+    assert_eq!(r.a.state(), QpState::Rts);
+}
+
 #[test]
 fn rc_max_rd_atomic_limits_outstanding_reads_and_fence_waits() {
     let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, max_rd_atomic: 2, ..RcParams::default() });
