@@ -45,7 +45,7 @@ done
 # moves between CPUs: each packet waits in the backlog of the CPU that sent
 # it, and a busy CPU's backlog can wait for ksoftirqd while the other CPU's
 # is processed. Captured at both ends of this veth, 3.6% of ferroce's
-# packets and 0.1% of rdma_rxe's arrived behind later ones. rdma_rxe's
+# packets and 0.3% of rdma_rxe's arrived behind later ones. rdma_rxe's
 # requester does not survive that: an ACK that arrives among the responses
 # of a READ resets its state, and it completes the READ successfully with
 # data missing (a WARNING in rxe_comp.c; rdma_rxe against itself failed
