@@ -28,7 +28,9 @@ for raw in raws:
         lines += raw.read_text().splitlines()
     else:
         print(f"{raw}: missing (that part did not run or did not start)")
-tests, runs, memcpy, linktcp = {}, {}, None, None
+# references measured beside the tests: the guest's copy bandwidth and the
+# TCP bandwidth of the two guests' link (MiB/s)
+tests, runs, refs = {}, {}, {}
 for line in lines:
     f = line.split()
     if line.startswith("TEST "):
@@ -36,11 +38,8 @@ for line in lines:
         tests[name] = dict(unit=unit, better=better, cmd=cmd)
     elif line.startswith("RESULT ") and len(f) == 5:
         _, name, drv, rnd, val = f
-        if name == "memcpy":
-            memcpy = float(val)
-            continue
-        if name == "linktcp":
-            linktcp = float(val)
+        if name in ("memcpy", "linktcp"):
+            refs[name] = float(val)
             continue
         try:
             v = float(val)
@@ -69,6 +68,7 @@ doc = rows
 def fmt(x):
     return "-" if x is None else f"{x:.3g}" if abs(x) < 100 else f"{x:.0f}"
 
+memcpy, linktcp = refs.get("memcpy"), refs.get("linktcp")
 print(f"guest copy bandwidth (physical reference): {fmt(memcpy)} MiB/s" if memcpy else "guest copy bandwidth: not measured")
 if linktcp:
     print(f"TCP across the two guests' link (physical reference of _2g): {fmt(linktcp)} MiB/s")

@@ -40,11 +40,6 @@ static void die(const char *what)
 	exit(2);
 }
 
-static int to_rts(struct ibv_qp *qp, uint32_t qkey)
-{
-	return tl_ud_rts(qp, qkey, 0x123);
-}
-
 static struct qp make_qp(uint32_t qkey, int max_send_sge, int to_state_rts)
 {
 	struct qp q;
@@ -61,7 +56,7 @@ static struct qp make_qp(uint32_t qkey, int max_send_sge, int to_state_rts)
 	q.qp = ibv_create_qp(pd, &ia);
 	if (!q.qp)
 		die("ibv_create_qp");
-	if (to_state_rts && to_rts(q.qp, qkey))
+	if (to_state_rts && tl_ud_rts(q.qp, qkey, 0x123))
 		die("ibv_modify_qp to RTS");
 	return q;
 }
@@ -228,7 +223,7 @@ int main(int argc, char **argv)
 
 		CHECK("QP with max_inline_data 64 created, cap reported", iq && cap >= 64, "qp %p cap %u",
 		      (void *)iq, cap);
-		if (iq && !to_rts(iq, 0x1111)) {
+		if (iq && !tl_ud_rts(iq, 0x1111, 0x123)) {
 			for (sz = 0; sz <= cap && sz < sizeof(stackbuf); sz++) {
 				struct ibv_sge sge = { .addr = (uintptr_t)stackbuf, .length = sz, .lkey = 0 };
 				struct ibv_send_wr wr = {
