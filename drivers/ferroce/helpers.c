@@ -493,3 +493,23 @@ void ferroce_udelay(unsigned long us) { udelay(us); }
 u32 ferroce_crc32_le(u32 crc, const u8 *p, size_t len) { return crc32_le(crc, p, len); }
 void ferroce_usleep(unsigned long min_us, unsigned long max_us) { usleep_range(min_us, max_us); }
 void ferroce_cpu_relax(void) { cpu_relax(); }
+
+u32 ferroce_skbq_len(const struct sk_buff_head *q) { return skb_queue_len(q); }
+
+/* --- identities --- */
+#include <linux/random.h>
+#include <linux/moduleparam.h>
+
+u32 ferroce_random_u32(void) { return get_random_u32(); }
+
+/*
+ * Test only: where the cyclic PD handle allocator starts looking (taken
+ * modulo the table size). tests/guest/security.sh starts it just below
+ * 2^32 to show that no amount of alloc_pd/dealloc_pd brings back the
+ * handle of a live PD (the kernel's, whose DMA region names all memory).
+ */
+static unsigned int test_pd_start;
+module_param(test_pd_start, uint, 0444);
+MODULE_PARM_DESC(test_pd_start, "test only: start position of the PD handle allocator");
+
+u32 ferroce_test_pd_start(void) { return test_pd_start; }

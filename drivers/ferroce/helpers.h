@@ -119,6 +119,11 @@ void ferroce_qp_work_queue(struct work_struct *w);
 void ferroce_work_cancel_sync(struct work_struct *w);
 void ferroce_cond_resched(void);
 
+/* --- identities --- */
+u32 ferroce_random_u32(void);
+/* The test_pd_start module parameter (test only). */
+u32 ferroce_test_pd_start(void);
+
 /* --- user memory named by a work request (inline data) --- */
 int ferroce_copy_from_user(void *dst, u64 user_addr, size_t len);
 bool ferroce_qp_is_user(const struct ib_qp *qp);
@@ -131,6 +136,7 @@ void ferroce_skbq_init(struct sk_buff_head *q);
 void ferroce_skbq_tail(struct sk_buff_head *q, struct sk_buff *skb);
 struct sk_buff *ferroce_skbq_dequeue(struct sk_buff_head *q);
 bool ferroce_skbq_empty(const struct sk_buff_head *q);
+u32 ferroce_skbq_len(const struct sk_buff_head *q);
 void ferroce_skbq_purge(struct sk_buff_head *q);
 
 /* Rings shared with a process (ferroce-abi.h). */

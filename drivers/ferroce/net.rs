@@ -7,13 +7,13 @@
 
 use crate::ffi as b;
 use crate::rdma::{Counter, FerroceDevice, Registered};
-use crate::state::{Av, CqSlot, DevState, Mem};
+use crate::state::{Av, CqEntry, CqSlot, DevState, Mem};
 use crate::transport::engine::{NetHeader, RxOutcome};
 use crate::transport::qp::QpType;
 use crate::transport::wire::icrc;
 use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_uint};
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 
 pub(crate) const ROCE_PORT: u16 = 4791;
@@ -121,9 +121,23 @@ pub(crate) fn ensure_sockets(net: *mut b::net) -> Result {
 // ---------------------------------------------------------------------------
 // Completions
 
+/// CQs one pass records inline; more go through `CqEntry::event_due`.
+const NOTIFY_CQS: usize = 8;
+
+/// A CQ whose completion handler runs after the lock, and its pin count.
+#[derive(Clone, Copy)]
+struct Pinned {
+    ibcq: *mut b::ib_cq,
+    pins: *const AtomicU32,
+}
+
 /// CQs whose completion handler must run once the device lock is dropped.
+/// Each is pinned (`CqEntry::pins`) while recorded, so that `destroy_cq`
+/// waits until its handler has returned. A pass that reaches more armed
+/// CQs than it records marks the rest `event_due` and collects them under
+/// the lock again in `run`: no event is lost.
 pub(crate) struct Notify {
-    cqs: [*mut b::ib_cq; 4],
+    cqs: [Option<Pinned>; NOTIFY_CQS],
     n: usize,
     overflowed: bool,
 }
@@ -131,33 +145,81 @@ pub(crate) struct Notify {
 impl Notify {
     pub(crate) fn new() -> Self {
         Self {
-            cqs: [core::ptr::null_mut(); 4],
+            cqs: [None; NOTIFY_CQS],
             n: 0,
             overflowed: false,
         }
     }
 
-    fn add(&mut self, cq: *mut b::ib_cq) {
-        if self.cqs.iter().take(self.n).any(|&c| c == cq) {
+    /// Records `cq` (armed: the caller disarmed it) for its handler. Called
+    /// with the device lock held and the CQ in its table.
+    fn add(&mut self, cq: &mut CqEntry) {
+        if self.cqs.iter().take(self.n).flatten().any(|c| c.ibcq == cq.ibcq) {
             return;
         }
-        if let Some(slot) = self.cqs.get_mut(self.n) {
-            *slot = cq;
-            self.n += 1;
-        } else {
-            self.overflowed = true;
+        match self.cqs.get_mut(self.n) {
+            Some(slot) => {
+                cq.pins.fetch_add(1, Ordering::Relaxed);
+                *slot = Some(Pinned { ibcq: cq.ibcq, pins: &cq.pins });
+                self.n += 1;
+            }
+            None => {
+                cq.event_due = true;
+                self.overflowed = true;
+            }
+        }
+    }
+
+    /// Runs the recorded handlers and releases their pins.
+    fn fire(&mut self) {
+        let n = core::mem::take(&mut self.n);
+        for c in self.cqs.iter_mut().take(n).filter_map(Option::take) {
+            // SAFETY: the CQ was in its table when pinned under the device
+            // lock; destroy_cq takes it out of the table, then waits for
+            // its pins to drop to 0 before returning (the core frees the
+            // CQ only after that), so both the CQ and its entry's counter
+            // are alive here.
+            unsafe {
+                b::ferroce_call_comp_handler(c.ibcq);
+                (*c.pins).fetch_sub(1, Ordering::Release);
+            }
         }
     }
 
     /// Runs the handlers. Call without the device lock: a kernel ULP's
-    /// handler may poll the CQ right away.
-    pub(crate) fn run(self) {
-        for &cq in self.cqs.iter().take(self.n) {
-            // SAFETY: the CQ was live when recorded under the device lock,
-            // and the core destroys a CQ only after its users (the QP whose
-            // work produced the completion, still inside a verbs call or the
-            // receive path) are gone.
-            unsafe { b::ferroce_call_comp_handler(cq) };
+    /// handler may poll the CQ right away. The CQs a full pass marked
+    /// `event_due` are collected under the lock, `NOTIFY_CQS` at a time (a
+    /// loop bounded by the number of CQs, each taken once).
+    pub(crate) fn run(mut self, dev: &FerroceDevice) {
+        self.fire();
+        while core::mem::take(&mut self.overflowed) {
+            {
+                let mut st = dev.state.lock();
+                for cq in st.cqs.iter_mut().filter_map(|c| c.as_deref_mut()) {
+                    if !cq.event_due {
+                        continue;
+                    }
+                    if self.n >= NOTIFY_CQS {
+                        self.overflowed = true;
+                        break;
+                    }
+                    cq.event_due = false;
+                    self.add(cq);
+                }
+            }
+            self.fire();
+        }
+    }
+}
+
+impl Drop for Notify {
+    /// A pass that did not run its handlers (it cannot happen on today's
+    /// paths) must still release its pins, or destroy_cq would wait forever.
+    fn drop(&mut self) {
+        let n = core::mem::take(&mut self.n);
+        for c in self.cqs.iter_mut().take(n).filter_map(Option::take) {
+            // SAFETY: as in `fire`: pinned, so still alive.
+            unsafe { (*c.pins).fetch_sub(1, Ordering::Release) };
         }
     }
 }
@@ -198,7 +260,7 @@ pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version
             });
             if cq.armed != 0 {
                 cq.armed = 0;
-                notify.add(cq.ibcq);
+                notify.add(cq);
             }
         }
     }
@@ -243,6 +305,85 @@ struct Ready {
 /// queued locally and delivered after each batch); completions go to the
 /// CQs.
 pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
+    let mut chain = Chain::default();
+    kick_one(dev, qpn, budget, &mut chain);
+    // The QPs this kick delivered to answer next, in turn, never nested:
+    // a chain of device-local QPs (each delivering to the next) is walked
+    // here with a constant stack, and past CHAIN_BUDGET kicks the rest
+    // continue in their work items.
+    let mut done = 0usize;
+    while let Some(q) = chain.pop() {
+        if done >= CHAIN_BUDGET {
+            defer_kick(dev, q);
+            continue;
+        }
+        done += 1;
+        kick_one(dev, q, KICK_BUDGET_SOFTIRQ, &mut chain);
+    }
+}
+
+/// Kicks one top-level `kick` runs for the QPs its deliveries woke, before
+/// it leaves them to their work items.
+const CHAIN_BUDGET: usize = 64;
+
+/// QPs waiting for their turn in `kick` (FIFO, bounded; a QP that does not
+/// fit is handed to its work item).
+struct Chain {
+    qpns: [u32; 16],
+    head: usize,
+    len: usize,
+}
+
+impl Default for Chain {
+    fn default() -> Self {
+        Self { qpns: [0; 16], head: 0, len: 0 }
+    }
+}
+
+impl Chain {
+    fn pop(&mut self) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        let q = self.qpns.get(self.head).copied();
+        self.head = (self.head + 1) % self.qpns.len();
+        self.len -= 1;
+        q
+    }
+
+    /// Takes the QPs of `d` in; those that do not fit go to their work
+    /// items.
+    fn take(&mut self, dev: &FerroceDevice, d: &mut Deferred) {
+        let n = core::mem::take(&mut d.n);
+        for &q in d.qpns.iter().take(n) {
+            if self.qpns.iter().cycle().skip(self.head).take(self.len).any(|&x| x == q) {
+                continue;
+            }
+            let cap = self.qpns.len();
+            match self.qpns.get_mut((self.head + self.len) % cap) {
+                Some(slot) if self.len < cap => {
+                    *slot = q;
+                    self.len += 1;
+                }
+                _ => defer_kick(dev, q),
+            }
+        }
+    }
+}
+
+/// Leaves QP `qpn`'s send side to its work item (process context).
+fn defer_kick(dev: &FerroceDevice, qpn: u32) {
+    let st = dev.state.lock();
+    if let Some(e) = st.qps.get(qpn as usize).and_then(|e| e.as_deref()) {
+        // SAFETY: the work item lives in the core's QP object; queued
+        // under the device lock while the entry is in the table, cancelled
+        // (synchronously) in destroy_qp after the entry left it.
+        unsafe { b::ferroce_qp_work_queue(e.work) };
+    }
+}
+
+/// One QP's part of `kick`; the QPs it delivered to join `chain`.
+fn kick_one(dev: &FerroceDevice, qpn: u32, budget: usize, chain: &mut Chain) {
     let mut sent = 0usize;
     let mut first = true;
     loop {
@@ -316,7 +457,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
                     }
                 }
             } else if let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
-                let mut mem = Mem { mrs: &mut st.mrs, dev };
+                let mut mem = Mem::of(&mut st.mrs, dev, e);
                 while n < TX_BATCH && sent < budget {
                     // A socket buffer only when the engine may have a
                     // packet (most kicks after a received packet find
@@ -345,7 +486,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
                     };
                     let av = match e.qp.qp_type() {
                         QpType::Ud => {
-                            let av = st.ahs.get(t.ah as usize).copied().flatten().map(|a| a.av);
+                            let av = e.ah_av(&st.ahs, t.ah);
                             // To this device: the next batch goes direct.
                             e.ud_direct = av.is_some_and(|a| a.dip == a.sip);
                             av
@@ -392,7 +533,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
             }
             more
         };
-        notify.run();
+        notify.run(dev);
         let _ = direct.after.finish();
         let mut local = false;
         for r in batch.iter_mut().take(n).filter_map(Option::take) {
@@ -408,7 +549,7 @@ pub(crate) fn kick(dev: &FerroceDevice, qpn: u32, budget: usize) {
         if local {
             run_local(dev, LOCAL_BUDGET);
         }
-        direct.peers.kick_all(dev);
+        chain.take(dev, &mut direct.peers);
         if !more {
             return;
         }
@@ -450,7 +591,7 @@ fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, path: Option<&
         }
         let mtu = e.qp.attr().path_mtu;
         let room = crate::transport::pkt::tx_buffer_len(mtu.bytes() as usize);
-        let mut mem = Mem { mrs: &mut st.mrs, dev };
+        let mut mem = Mem::of(&mut st.mrs, dev, e);
         let Some(t) = buf.get_mut(..room).and_then(|b| e.qp.poll_transmit(now, &mut mem, b)) else { break };
         let Some(pkt) = buf.get(..t.len) else { break };
         if e.note_request(Some(pkt)) {
@@ -459,13 +600,13 @@ fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, path: Option<&
         let sport = e.qpn_source_port(t.dest_qpn);
         let av = match path {
             Some(av) => *av,
-            None => match st.ahs.get(t.ah as usize).copied().flatten() {
-                Some(a) if a.av.dip == a.av.sip => a.av,
+            None => match e.ah_av(&st.ahs, t.ah) {
+                Some(a) if a.dip == a.sip => a,
                 Some(a) => {
                     // Another host: this packet goes out in a socket
                     // buffer, and so do the QP's next ones.
                     e.ud_direct = false;
-                    d.spill = spill(dev, pkt, mtu, a.av, sport);
+                    d.spill = spill(dev, pkt, mtu, a, sport);
                     if d.spill.is_none() {
                         d.dropped += 1;
                     }
@@ -495,7 +636,7 @@ fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, path: Option<&
             }
         }
         let Some(ip) = hdr.get(..ip_len) else { break };
-        let after = rx_locked(dev, st, t.dest_qpn, pkt, ip, notify);
+        let after = rx_locked(dev, st, t.dest_qpn, pkt, ip, av.ipv6, notify);
         if let Some(k) = after.kick {
             if !d.peers.add(k) {
                 break;
@@ -575,6 +716,16 @@ fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, len: usize, av: &Av, sport: u
         unsafe {
             b::ferroce_skb_pull(skb, start as u32);
             b::ferroce_skb_trim(skb, total as u32);
+        }
+        // A bounded queue: senders on many CPUs cannot outpace its one
+        // consumer without limit (the datagram is lost, as UD allows; an
+        // RC packet is retransmitted).
+        // SAFETY: the queue is initialised with the device.
+        if unsafe { b::ferroce_skbq_len(dev.local_queue()) } >= LOCAL_QUEUE_MAX {
+            dev.count(Counter::TxLocalFull);
+            // SAFETY: unsent skb of ours.
+            unsafe { b::ferroce_kfree_skb(skb) };
+            return true;
         }
         dev.count(Counter::TxLocal);
         // SAFETY: the queue is initialised with the device and the skb is
@@ -775,7 +926,7 @@ pub(crate) unsafe extern "C" fn qp_timer(t: *mut b::timer_list) {
             return;
         }
     }
-    notify.run();
+    notify.run(dev);
     kick(dev, qpn, KICK_BUDGET_SOFTIRQ);
 }
 
@@ -838,6 +989,10 @@ fn linger_wait(dev: &FerroceDevice, qpn: u32) {
         unsafe { b::ferroce_usleep(10, 20) };
     }
 }
+
+/// Packets the device's local queue holds at most (4 MiB of 1 KiB
+/// datagrams); more are dropped (`tx_drop_local_full`).
+const LOCAL_QUEUE_MAX: u32 = 4096;
 
 /// Local packets one pass of `run_local` hands to the receive path
 /// before it leaves the rest to the device's work item.
@@ -969,9 +1124,9 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) -> Option
     let mut notify = Notify::new();
     let after = {
         let mut st = dev.state.lock();
-        rx_locked(dev, &mut st, qpn, transport, parts.ip, &mut notify)
+        rx_locked(dev, &mut st, qpn, transport, parts.ip, parts.version == icrc::IpVersion::V6, &mut notify)
     };
-    notify.run();
+    notify.run(dev);
     after.finish()
 }
 
@@ -980,19 +1135,33 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) -> Option
 struct RxAfter {
     /// The RC QP whose send side should run (`kick`).
     kick: Option<u32>,
-    /// An SRQ that fell below its limit (the event fires without the lock).
-    srq_event: Option<*mut b::ib_srq>,
+    /// An SRQ that fell below its limit (the event fires without the
+    /// lock), pinned (`SrqEntry::pins`) until it has.
+    srq_event: Option<(*mut b::ib_srq, *const AtomicU32)>,
 }
 
 impl RxAfter {
     /// Fires the SRQ event; the QP to kick.
-    fn finish(self) -> Option<u32> {
-        if let Some(srq) = self.srq_event {
-            // SAFETY: the SRQ was live under the lock and cannot be
-            // destroyed while a QP (this packet's) is attached to it.
-            unsafe { b::ferroce_srq_limit_event(srq) };
+    fn finish(mut self) -> Option<u32> {
+        if let Some((srq, pins)) = self.srq_event.take() {
+            // SAFETY: the SRQ was in its table when pinned under the lock;
+            // destroy_srq takes it out, then waits for its pins to drop to
+            // 0 before the core frees it, so both are alive here.
+            unsafe {
+                b::ferroce_srq_limit_event(srq);
+                (*pins).fetch_sub(1, Ordering::Release);
+            }
         }
         self.kick
+    }
+}
+
+impl Drop for RxAfter {
+    fn drop(&mut self) {
+        if let Some((_, pins)) = self.srq_event.take() {
+            // SAFETY: as in `finish`: pinned, so still alive.
+            unsafe { (*pins).fetch_sub(1, Ordering::Release) };
+        }
     }
 }
 
@@ -1001,11 +1170,10 @@ impl RxAfter {
 /// IP header `ip`. Shared by packets from the wire and the local queue
 /// (`receive`) and by RC packets a QP of this device sends to another
 /// (`kick`, which delivers them without a socket buffer).
-fn rx_locked(dev: &FerroceDevice, st: &mut DevState, qpn: u32, transport: &[u8], ip: &[u8], notify: &mut Notify) -> RxAfter {
-    let (net, ipv) = match ip.len() {
-        IPV6_LEN => (NetHeader::Ipv6(ip), 6),
-        _ => (NetHeader::Ipv4(ip), 4),
-    };
+fn rx_locked(dev: &FerroceDevice, st: &mut DevState, qpn: u32, transport: &[u8], ip: &[u8], ipv6: bool, notify: &mut Notify) -> RxAfter {
+    // The version the IP header says (an IPv4 header with options can be
+    // as long as an IPv6 one).
+    let (net, ipv) = if ipv6 { (NetHeader::Ipv6(ip), 6) } else { (NetHeader::Ipv4(ip), 4) };
     let mut after = RxAfter::default();
     let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else {
         dev.count(Counter::RxNoQp);
@@ -1014,7 +1182,7 @@ fn rx_locked(dev: &FerroceDevice, st: &mut DevState, qpn: u32, transport: &[u8],
     // A connected QP takes packets only from its peer, to the address its
     // path names (IBTA: the source of an RC packet must match the QP
     // context; RoCE carries the GIDs as IP addresses).
-    if e.qp.qp_type() == QpType::Rc && !from_path(e.path.as_ref(), ip) {
+    if e.qp.qp_type() == QpType::Rc && !from_path(e.path.as_ref(), ip, ipv6) {
         dev.count(Counter::RxAddrMismatch);
         return after;
     }
@@ -1038,14 +1206,15 @@ fn rx_locked(dev: &FerroceDevice, st: &mut DevState, qpn: u32, transport: &[u8],
                             let _ = e.qp.fail_recv(wr_id, crate::transport::verbs::WcStatus::LocQpOpErr);
                         }
                     }
-                    if fire {
-                        after.srq_event = Some(srq.ibsrq);
+                    if fire && after.srq_event.is_none() {
+                        srq.pins.fetch_add(1, Ordering::Relaxed);
+                        after.srq_event = Some((srq.ibsrq, &srq.pins));
                     }
                 }
             }
         }
     }
-    let mut mem = Mem { mrs: &mut st.mrs, dev };
+    let mut mem = Mem::of(&mut st.mrs, dev, e);
     match e.qp.receive(now_ns(), &mut mem, transport, net) {
         RxOutcome::Accepted => dev.count(Counter::RxAccepted),
         RxOutcome::Dropped => dev.count(Counter::RxDropped),
@@ -1080,9 +1249,12 @@ fn dropped(dev: &FerroceDevice, c: Counter) -> Option<u32> {
 /// Whether an IP header's source is the path's remote address and its
 /// destination the path's local one. A QP without a path (before RTR)
 /// takes nothing.
-fn from_path(path: Option<&Av>, ip: &[u8]) -> bool {
+fn from_path(path: Option<&Av>, ip: &[u8], ipv6: bool) -> bool {
     let Some(av) = path else { return false };
-    let (src, dst) = if ip.len() == IPV6_LEN {
+    if av.ipv6 != ipv6 {
+        return false;
+    }
+    let (src, dst) = if ipv6 {
         (ip.get(8..24), ip.get(24..40))
     } else {
         (ip.get(12..16), ip.get(16..20))

@@ -11,11 +11,11 @@
 
 use crate::ffi as b;
 use crate::net::{self, Notify};
-use crate::rdma::{errno, FerroceDevice};
+use crate::rdma::{errno, FerroceDevice, FerroceUcontext, CTX_MAX_AH, CTX_MAX_PD};
 use crate::rings::QpRings;
 use crate::state::{
-    take_unused, AhEntry, Av, CqEntry, FastMr, UserRing, MrEntry, MrKind, QpEntry, Slots, SrqEntry, GSI_QPN, MAX_CQE,
-    MAX_FAST_PAGES, MAX_FAST_PAGE_SIZE, MAX_PD, MAX_QP_WR, PAGE_SIZE, SRQ_QP_SLOTS,
+    take_unused, AhEntry, Av, CqEntry, PdOwner, FastMr, UserRing, MrEntry, MrKind, QpEntry, Slots, SrqEntry, GSI_QPN, MAX_CQE,
+    MAX_FAST_PAGES, MAX_FAST_PAGE_SIZE, MAX_QP_WR, PAGE_SIZE, SRQ_QP_SLOTS,
 };
 use crate::transport::engine::{Qp, QpConfig, RecvSlot, SendSlot};
 use crate::transport::qp::{mask, Mtu, QpAttr, QpState, QpType};
@@ -29,12 +29,17 @@ use kernel::prelude::*;
 pub(crate) struct FerrocePd {
     ib: b::ib_pd,
     handle: u32,
+    /// The process's context it is charged to (null: the kernel's); the
+    /// core frees a context only after every object in it.
+    uctx: *mut b::ib_ucontext,
 }
 
 #[repr(C)]
 pub(crate) struct FerroceAh {
     ib: b::ib_ah,
     index: u32,
+    /// As for `FerrocePd::uctx`.
+    uctx: *mut b::ib_ucontext,
 }
 
 #[repr(C)]
@@ -197,24 +202,39 @@ pub(crate) unsafe extern "C" fn alloc_pd(ibpd: *mut b::ib_pd, udata: *mut b::ib_
     errno(unsafe {
         no_udata(udata).and_then(|()| {
             let dev = dev_of((*ibpd).device);
-            if dev.pd_count.fetch_add(1, Ordering::Relaxed) >= MAX_PD {
-                dev.pd_count.fetch_sub(1, Ordering::Relaxed);
+            // A handle is a slot of the device's PD table: unique among
+            // live PDs however many came and went (a wrapping counter
+            // would, after 2^32 allocations, hand a process the handle of
+            // the kernel's PD and with it its DMA region).
+            let uctx = if udata.is_null() { null_mut() } else { b::ferroce_udata_ucontext(udata) };
+            let owner = if uctx.is_null() { PdOwner::Kernel } else { PdOwner::User };
+            if !uctx.is_null() {
+                FerroceUcontext::charge(&FerroceUcontext::from_ib(uctx).pds, CTX_MAX_PD)?;
+            }
+            let Some(h) = dev.state.lock().alloc_pd(owner) else {
+                if !uctx.is_null() {
+                    FerroceUcontext::uncharge(&FerroceUcontext::from_ib(uctx).pds);
+                }
                 return Err(ENOMEM);
-            }
-            // Handles are never 0 and wrap only after 2^32 allocations.
-            let mut h = dev.next_pd.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
-            if h == 0 {
-                h = dev.next_pd.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
-            }
-            (*ibpd.cast::<FerrocePd>()).handle = h;
+            };
+            let p = &mut *ibpd.cast::<FerrocePd>();
+            p.handle = h;
+            p.uctx = uctx;
             Ok(())
         })
     })
 }
 
 pub(crate) unsafe extern "C" fn dealloc_pd(ibpd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> c_int {
-    // SAFETY: a PD from `alloc_pd`.
-    unsafe { dev_of((*ibpd).device).pd_count.fetch_sub(1, Ordering::Relaxed) };
+    // SAFETY: a PD from `alloc_pd`; the core deallocates a PD only after
+    // every object in it is gone, so nothing names the handle any more.
+    unsafe {
+        dev_of((*ibpd).device).state.lock().free_pd(pd_handle(ibpd));
+        let uctx = (*ibpd.cast::<FerrocePd>()).uctx;
+        if !uctx.is_null() {
+            FerroceUcontext::uncharge(&FerroceUcontext::from_ib(uctx).pds);
+        }
+    }
     0
 }
 
@@ -297,26 +317,40 @@ pub(crate) unsafe extern "C" fn create_ah(
     errno(unsafe {
         let dev = dev_of((*ibah).device);
         let pd = pd_handle((*ibah).pd);
+        // A process's AH is charged to the context of its PD.
+        let uctx = (*(*ibah).pd.cast::<FerrocePd>()).uctx;
+        let quota = if uctx.is_null() { None } else { Some(&FerroceUcontext::from_ib(uctx).ahs) };
         av_from_attr(&*(*init).ah_attr).and_then(|av| {
-            let idx = {
-                let mut st = dev.state.lock();
-                let idx = st.alloc_ah().ok_or(ENOMEM)?;
-                if let Some(slot) = st.ahs.get_mut(idx) {
-                    *slot = Some(AhEntry { av, pd });
-                }
-                idx
-            };
-            (*ibah.cast::<FerroceAh>()).index = idx as u32;
-            if !udata.is_null() {
-                let resp = b::ferroce_create_ah_resp { ah_handle: idx as u32, reserved: 0 };
-                if let Err(e) = respond(udata, &resp) {
-                    if let Some(slot) = dev.state.lock().ahs.get_mut(idx) {
-                        *slot = None;
-                    }
-                    return Err(e);
-                }
+            if let Some(q) = quota {
+                FerroceUcontext::charge(q, CTX_MAX_AH)?;
             }
-            Ok(())
+            let made = (|| {
+                let idx = {
+                    let mut st = dev.state.lock();
+                    let idx = st.alloc_ah(quota.is_some()).ok_or(ENOMEM)?;
+                    if let Some(slot) = st.ahs.get_mut(idx) {
+                        *slot = Some(AhEntry { av, pd });
+                    }
+                    idx
+                };
+                let a = &mut *ibah.cast::<FerroceAh>();
+                a.index = idx as u32;
+                a.uctx = uctx;
+                if !udata.is_null() {
+                    let resp = b::ferroce_create_ah_resp { ah_handle: idx as u32, reserved: 0 };
+                    if let Err(e) = respond(udata, &resp) {
+                        if let Some(slot) = dev.state.lock().ahs.get_mut(idx) {
+                            *slot = None;
+                        }
+                        return Err(e);
+                    }
+                }
+                Ok(())
+            })();
+            if let (Err(_), Some(q)) = (&made, quota) {
+                FerroceUcontext::uncharge(q);
+            }
+            made
         })
     })
 }
@@ -326,6 +360,10 @@ pub(crate) unsafe extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> 
     unsafe {
         let dev = dev_of((*ibah).device);
         let idx = (*ibah.cast::<FerroceAh>()).index as usize;
+        let uctx = (*ibah.cast::<FerroceAh>()).uctx;
+        if !uctx.is_null() {
+            FerroceUcontext::uncharge(&FerroceUcontext::from_ib(uctx).ahs);
+        }
         if let Some(slot) = dev.state.lock().ahs.get_mut(idx) {
             *slot = None;
         }
@@ -364,7 +402,7 @@ pub(crate) unsafe extern "C" fn create_cq(
                 }
             };
             let mut st = dev.state.lock();
-            let idx = st.alloc_cq().ok_or(ENOMEM)?;
+            let idx = st.alloc_cq(!udata.is_null()).ok_or(ENOMEM)?;
             if let Some(slot) = st.cqs.get_mut(idx) {
                 *slot = Some(entry);
             }
@@ -382,12 +420,29 @@ unsafe fn cq_index(ibcq: *mut b::ib_cq) -> usize {
     unsafe { (*ibcq.cast::<FerroceCq>()).index as usize }
 }
 
+/// Waits (process context) until no pass that dropped the device lock
+/// still holds a pin on an object already out of its table: its handler
+/// or event runs on the core's object, which is freed when we return.
+/// Out of the table, nothing pins it again, so the wait is short.
+fn wait_unpinned(pins: &core::sync::atomic::AtomicU32) {
+    while pins.load(Ordering::Acquire) != 0 {
+        // SAFETY: destroy verbs run in process context.
+        unsafe { b::ferroce_usleep(10, 50) };
+    }
+}
+
 pub(crate) unsafe extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> c_int {
-    // SAFETY: a CQ from `create_cq`; the entry is dropped after the lock.
+    // SAFETY: a CQ from `create_cq`; the entry is dropped after the lock,
+    // once no handler is about to run on it.
     errno(unsafe {
         let dev = dev_of((*ibcq).device);
         let taken = take_unused(dev.state.lock().cqs.get_mut(cq_index(ibcq)), |c| c.users);
-        taken.map(drop)
+        taken.map(|c| {
+            if let Some(c) = &c {
+                wait_unpinned(&c.pins);
+            }
+            drop(c)
+        })
     })
 }
 
@@ -416,6 +471,9 @@ pub(crate) unsafe extern "C" fn resize_cq(ibcq: *mut b::ib_cq, cqe: u32, udata: 
                 };
                 let _old = left.map_err(|_unused| EINVAL)?;
                 (*ibcq).cqe = n as c_int;
+                // Completions that waited in the QPs for room move now:
+                // the process may wait for them with no traffic to come.
+                poll_doorbell(dev, cq_index(ibcq));
                 return Ok(());
             }
             let ring = CqEntry::alloc_ring(cqe as usize)?;
@@ -426,6 +484,7 @@ pub(crate) unsafe extern "C" fn resize_cq(ibcq: *mut b::ib_cq, cqe: u32, udata: 
             };
             drop(old);
             (*ibcq).cqe = cqe as c_int;
+            poll_doorbell(dev, cq_index(ibcq));
             Ok(())
         })()
     })
@@ -510,7 +569,7 @@ fn poll_doorbell(dev: &FerroceDevice, idx: usize) {
             }
         }
     }
-    notify.run();
+    notify.run(dev);
     for qpn in kicks.iter() {
         net::kick(dev, *qpn, net::KICK_BUDGET_TASK);
     }
@@ -621,7 +680,7 @@ pub(crate) unsafe extern "C" fn create_qp(
             // rings there, and unmapping them may sleep.
             let boxed = KBox::<QpEntry>::new_uninit(GFP_KERNEL)?;
             let mut st = dev.state.lock();
-            let qpn = st.alloc_qpn(gsi).ok_or(if gsi { EBUSY } else { ENOMEM })?;
+            let qpn = st.alloc_qpn(gsi, uctx.is_some()).ok_or(if gsi { EBUSY } else { ENOMEM })?;
             let mut qp = Qp::new(
                 QpConfig {
                     qpn: qpn as u32,
@@ -660,6 +719,8 @@ pub(crate) unsafe extern "C" fn create_qp(
                     tx_max_psn: None,
                     ud_direct: false,
                     srq,
+                    user: rings.is_some(),
+                    pd,
                     rings,
                 },
             );
@@ -777,7 +838,7 @@ pub(crate) unsafe extern "C" fn modify_qp(
                 net::drain(dev, &mut st, qpn, 0, &mut notify);
                 r
             };
-            notify.run();
+            notify.run(dev);
             if ret.is_ok() {
                 net::kick(dev, qpn, net::KICK_BUDGET_TASK);
             }
@@ -1371,7 +1432,7 @@ pub(crate) unsafe extern "C" fn post_recv(
             // Posting to a QP in ERR flushes at once.
             net::drain(dev, &mut st, qpn, 0, &mut notify);
         }
-        notify.run();
+        notify.run(dev);
         if ret != 0 && !bad.is_null() {
             *bad = cur;
         }
@@ -1410,7 +1471,7 @@ pub(crate) unsafe extern "C" fn create_srq(
                 }
             };
             let mut st = dev.state.lock();
-            let idx = st.alloc_srq().ok_or(ENOMEM)?;
+            let idx = st.alloc_srq(!udata.is_null()).ok_or(ENOMEM)?;
             if let Some(slot) = st.srqs.get_mut(idx) {
                 *slot = Some(entry);
             }
@@ -1478,7 +1539,12 @@ pub(crate) unsafe extern "C" fn destroy_srq(ibsrq: *mut b::ib_srq, _udata: *mut 
     errno(unsafe {
         let dev = dev_of((*ibsrq).device);
         let taken = take_unused(dev.state.lock().srqs.get_mut(srq_index(ibsrq)), |x| x.users);
-        taken.map(drop)
+        taken.map(|x| {
+            if let Some(x) = &x {
+                wait_unpinned(&x.pins);
+            }
+            drop(x)
+        })
     })
 }
 

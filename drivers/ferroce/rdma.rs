@@ -254,9 +254,11 @@ pub(crate) enum Counter {
     /// An RC packet whose source or destination address is not its QP's
     /// path (a spoofed or misrouted packet).
     RxAddrMismatch,
+    /// A packet to this device found its local queue full (dropped).
+    TxLocalFull,
 }
 
-const NUM_COUNTERS: usize = 24;
+const NUM_COUNTERS: usize = 25;
 
 /// Counter names, in `Counter` order.
 static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered(UnsafeCell::new({
@@ -288,6 +290,7 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
         d(c"ring_err_bad_wqe"),
         d(c"ring_doorbell"),
         d(c"rx_drop_addr_mismatch"),
+        d(c"tx_drop_local_full"),
     ]
 }));
 
@@ -303,8 +306,6 @@ pub(crate) struct FerroceDevice {
     pub(crate) state: BhLock<DevState>,
     ndev: *mut b::net_device,
     counters: [AtomicU64; NUM_COUNTERS],
-    pub(crate) pd_count: AtomicU32,
-    pub(crate) next_pd: AtomicU32,
     ip_id: AtomicU16,
     /// 1 while a pass delivers the local queue (see `net::run_local`).
     pub(crate) local_depth: AtomicU32,
@@ -614,8 +615,10 @@ unsafe extern "C" fn query_device(
         out.max_cq = state::MAX_CQ as c_int;
         out.max_cqe = state::MAX_CQE as c_int;
         out.max_mr = (state::MAX_MR - 1) as c_int;
-        out.max_pd = state::MAX_PD as c_int;
-        out.max_ah = (state::MAX_AH - 1) as c_int;
+        // What one process may hold (its context's quotas); the kernel's
+        // consumers have the rest of the tables.
+        out.max_pd = CTX_MAX_PD as c_int;
+        out.max_ah = CTX_MAX_AH as c_int;
         out.page_size_cap = state::PAGE_SIZE as u64;
         out.max_srq = state::MAX_SRQ as c_int;
         out.max_srq_wr = state::MAX_QP_WR as c_int;
@@ -729,6 +732,37 @@ unsafe extern "C" fn get_link_layer(_ibdev: *mut b::ib_device, _port: u32) -> b:
 #[repr(C)]
 pub(crate) struct FerroceUcontext {
     ib: b::ib_ucontext,
+    /// PDs and AHs this context holds, against its quotas
+    /// (`CTX_MAX_PD`, `CTX_MAX_AH`): one process cannot take a whole
+    /// table from the others.
+    pub(crate) pds: AtomicU32,
+    pub(crate) ahs: AtomicU32,
+}
+
+/// The PDs and AHs one user context may hold: half of each table (what
+/// `query_device` advertises as max_pd and max_ah).
+pub(crate) const CTX_MAX_PD: u32 = state::MAX_PD / 2;
+pub(crate) const CTX_MAX_AH: u32 = (state::MAX_AH / 2) as u32;
+
+impl FerroceUcontext {
+    /// # Safety
+    /// `uctx` must be a live ferroce user context.
+    pub(crate) unsafe fn from_ib<'a>(uctx: *mut b::ib_ucontext) -> &'a Self {
+        // SAFETY: guaranteed by the caller; ib_ucontext is at offset 0.
+        unsafe { &*uctx.cast::<Self>() }
+    }
+
+    /// Takes one of `max` from `count`; ENOMEM when the quota is used up.
+    pub(crate) fn charge(count: &AtomicU32, max: u32) -> Result {
+        count
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < max).then_some(n + 1))
+            .map(|_| ())
+            .map_err(|_| ENOMEM)
+    }
+
+    pub(crate) fn uncharge(count: &AtomicU32) {
+        let _ = count.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
 }
 
 const _: () = assert!(core::mem::offset_of!(FerroceUcontext, ib) == 0);

@@ -14,6 +14,7 @@ use crate::transport::engine::{Qp, RecvSlot, SendSlot};
 use crate::transport::memory::{Key, MemError, Memory};
 use crate::transport::verbs::{access, Cqe, FastReg, RecvWqe};
 use crate::transport::wire::{Opcode, Psn, Transport};
+use core::sync::atomic::AtomicU32;
 use kernel::prelude::*;
 
 /// Queue pairs per device (QPN 1 is the GSI QP; user QPNs start at 16).
@@ -25,7 +26,8 @@ pub(crate) const MAX_SRQ: usize = 1024;
 /// Receive slots of an SRQ-attached QP in the engine: WQEs move in from the
 /// SRQ one at a time, when a message needs one.
 pub(crate) const SRQ_QP_SLOTS: u32 = 2;
-/// Memory regions per device; a key is `index << 8 | generation`.
+/// Memory regions per device; a key is `index << 8 | key byte`, the key
+/// byte random (and never the index's previous one).
 pub(crate) const MAX_MR: usize = 4096;
 pub(crate) const MAX_AH: usize = 4096;
 pub(crate) const MAX_PD: u32 = 4096;
@@ -107,6 +109,19 @@ pub(crate) struct QpEntry {
     pub(crate) srq: Option<usize>,
     /// A process's QP: its SQ and RQ rings.
     pub(crate) rings: Option<crate::rings::QpRings>,
+    /// Created by a process (`ib_qp` with a user object), rings or not.
+    pub(crate) user: bool,
+    /// Its PD's handle: a UD packet goes out only through an AH of this PD.
+    pub(crate) pd: u32,
+}
+
+impl QpEntry {
+    /// Where AH `ah` sends, if it exists and is in this QP's PD (looked
+    /// up again when the datagram is sent: the AH may have been destroyed
+    /// and its slot reused by another PD since the WQE was posted).
+    pub(crate) fn ah_av(&self, ahs: &[Option<AhEntry>], ah: u32) -> Option<Av> {
+        ahs.get(ah as usize).copied().flatten().filter(|a| a.pd == self.pd).map(|a| a.av)
+    }
 }
 
 impl QpEntry {
@@ -197,6 +212,13 @@ pub(crate) struct CqEntry {
     uprod: u32,
     /// FERROCE_RING_CQ_WAITING as last written.
     waiting: bool,
+    /// Handlers about to run on this CQ after the device lock was dropped
+    /// (`net::Notify`): `destroy_cq` takes the entry out of the table and
+    /// then waits for this to fall to 0 before the core frees the CQ.
+    pub(crate) pins: AtomicU32,
+    /// Armed when a completion came but a pass's `Notify` was full: the
+    /// pass runs the handler after its others (`Notify::run`).
+    pub(crate) event_due: bool,
 }
 
 // SAFETY: as for QpEntry: the core's CQ outlives the entry.
@@ -216,6 +238,8 @@ impl CqEntry {
                 user: None,
                 uprod: 0,
                 waiting: false,
+                pins: AtomicU32::new(0),
+                event_due: false,
             },
             GFP_KERNEL,
         )?)
@@ -397,6 +421,9 @@ pub(crate) struct SrqEntry {
     /// A process's SRQ: its ring (then `ring` is empty) and the WQEs taken.
     pub(crate) user: Option<UserRing>,
     taken: u32,
+    /// Limit events about to fire on this SRQ after the lock was dropped
+    /// (`net::RxAfter`); `destroy_srq` waits for 0, as for `CqEntry::pins`.
+    pub(crate) pins: AtomicU32,
 }
 
 // SAFETY: as for CqEntry: the core's SRQ outlives the entry.
@@ -408,7 +435,7 @@ impl SrqEntry {
         for _ in 0..max_wr {
             ring.push(RecvWqe::default(), GFP_KERNEL)?;
         }
-        Ok(KBox::new(Self { ring, head: 0, len: 0, max_sge, limit, users: 0, ibsrq, user: None, taken: 0 }, GFP_KERNEL)?)
+        Ok(KBox::new(Self { ring, head: 0, len: 0, max_sge, limit, users: 0, ibsrq, user: None, taken: 0, pins: AtomicU32::new(0) }, GFP_KERNEL)?)
     }
 
     /// A process's SRQ, whose WQEs come from `ring`.
@@ -553,6 +580,8 @@ impl FastMr {
 }
 
 pub(crate) struct MrEntry {
+    /// The handle of the PD it belongs to (`DevState::alloc_pd`: unique
+    /// among live PDs).
     pub(crate) pd: u32,
     pub(crate) access: u32,
     pub(crate) iova: u64,
@@ -578,6 +607,10 @@ pub(crate) struct DevState {
     next_ah: usize,
     pub(crate) srqs: KVVec<Option<KBox<SrqEntry>>>,
     next_srq: usize,
+    /// Live PD handles (index 0 unused): a handle is its slot, so no two
+    /// live PDs ever share one, however many were allocated before.
+    pds: KVVec<Option<PdOwner>>,
+    next_pd: usize,
     /// Where `net::kick` builds an RC packet for a QP of this same device,
     /// which it then delivers from here (no socket buffer): room for the
     /// largest transport packet.
@@ -600,6 +633,19 @@ pub(crate) fn take_unused<T>(slot: Option<&mut Option<KBox<T>>>, users: impl Fn(
         Some(s) => Ok(s.take()),
         None => Ok(None),
     }
+}
+
+/// Slots of every table that a process's allocation never takes: the
+/// kernel's own consumers (the MAD layer and the CM answering MADs, kernel
+/// ULPs) still find room when processes have taken everything else.
+pub(crate) const KERNEL_RESERVE: usize = 4;
+
+/// Whether a process may take one more slot of `t`: more than
+/// `KERNEL_RESERVE` slots are free (counted: only processes' allocations,
+/// system calls, pay for the scan).
+fn user_room<T>(t: &[Option<T>], first: usize) -> bool {
+    let free = t.iter().skip(first).filter(|s| s.is_none()).count();
+    free > KERNEL_RESERVE
 }
 
 /// Finds a free slot at or after `next` (cyclically, so that a freed
@@ -637,6 +683,9 @@ impl DevState {
             next_ah: 0,
             srqs: table(MAX_SRQ)?,
             next_srq: 0,
+            pds: table(MAX_PD as usize)?,
+            // SAFETY: reads a module parameter (a test's start position).
+            next_pd: unsafe { b::ferroce_test_pd_start() } as usize % MAX_PD as usize,
             local_buf: {
                 let n = crate::transport::pkt::tx_buffer_len(4096);
                 let mut v = KVVec::with_capacity(n, GFP_KERNEL)?;
@@ -647,9 +696,12 @@ impl DevState {
     }
 
     /// A free QPN (the GSI QP asks for QPN 1).
-    pub(crate) fn alloc_qpn(&mut self, gsi: bool) -> Option<usize> {
+    pub(crate) fn alloc_qpn(&mut self, gsi: bool, user: bool) -> Option<usize> {
         if gsi {
             return matches!(self.qps.get(GSI_QPN), Some(None)).then_some(GSI_QPN);
+        }
+        if user && !user_room(&self.qps, FIRST_QPN) {
+            return None;
         }
         alloc_slot(&self.qps, &mut self.next_qp, FIRST_QPN)
     }
@@ -658,26 +710,59 @@ impl DevState {
         self.qps.get_mut(qpn as usize)?.as_deref_mut()
     }
 
-    pub(crate) fn alloc_cq(&mut self) -> Option<usize> {
+    pub(crate) fn alloc_cq(&mut self, user: bool) -> Option<usize> {
+        if user && !user_room(&self.cqs, 0) {
+            return None;
+        }
         alloc_slot(&self.cqs, &mut self.next_cq, 0)
     }
 
-    pub(crate) fn alloc_srq(&mut self) -> Option<usize> {
+    pub(crate) fn alloc_srq(&mut self, user: bool) -> Option<usize> {
+        if user && !user_room(&self.srqs, 0) {
+            return None;
+        }
         alloc_slot(&self.srqs, &mut self.next_srq, 0)
     }
 
-    pub(crate) fn alloc_ah(&mut self) -> Option<usize> {
+    pub(crate) fn alloc_ah(&mut self, user: bool) -> Option<usize> {
+        if user && !user_room(&self.ahs, 1) {
+            return None;
+        }
         alloc_slot(&self.ahs, &mut self.next_ah, 1)
     }
 
+    /// A new PD handle (never 0, never one of a live PD).
+    pub(crate) fn alloc_pd(&mut self, owner: PdOwner) -> Option<u32> {
+        if owner == PdOwner::User && !user_room(&self.pds, 1) {
+            return None;
+        }
+        let idx = alloc_slot(&self.pds, &mut self.next_pd, 1)?;
+        *self.pds.get_mut(idx)? = Some(owner);
+        Some(idx as u32)
+    }
+
+    pub(crate) fn free_pd(&mut self, handle: u32) {
+        if let Some(s) = self.pds.get_mut(handle as usize) {
+            *s = None;
+        }
+    }
+
     /// Inserts a region and returns its key (L_Key = R_Key). Index 0 is never
-    /// used, so key 0 is always invalid; each reuse of an index bumps its
-    /// generation byte, so a freed key comes back only after the other
-    /// indices were cycled through and 255 more reuses of this one.
+    /// used, so key 0 is always invalid; the key byte is random, and never
+    /// the one the index had before, so a freed key does not come back at
+    /// once and a key cannot be guessed from the order of registrations.
     pub(crate) fn insert_mr(&mut self, mut mr: MrEntry) -> Option<u32> {
+        if matches!(mr.kind, MrKind::User { .. }) && !user_room(&self.mrs, 1) {
+            return None;
+        }
         let idx = alloc_slot(&self.mrs, &mut self.next_mr, 1)?;
         let gen = self.mr_gen.get_mut(idx)?;
-        *gen = gen.wrapping_add(1);
+        // SAFETY: reads the kernel's random number generator.
+        let mut byte = (unsafe { b::ferroce_random_u32() } & 0xff) as u8;
+        if byte == *gen {
+            byte = byte.wrapping_add(1);
+        }
+        *gen = byte;
         let key = ((idx as u32) << 8) | u32::from(*gen);
         mr.key = key;
         *self.mrs.get_mut(idx)? = Some(mr);
@@ -691,11 +776,29 @@ impl DevState {
     }
 }
 
+/// Who owns a PD: the kernel, or a process (its QPs never reach the
+/// kernel's regions).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PdOwner {
+    Kernel,
+    User,
+}
+
 /// The engine's view of this device's memory regions; refused references
 /// are counted on the device.
 pub(crate) struct Mem<'a> {
     pub(crate) mrs: &'a mut [Option<MrEntry>],
     pub(crate) dev: &'a crate::rdma::FerroceDevice,
+    /// The QP is a process's: regions of kernel addresses (`MrKind::Dma`,
+    /// `MrKind::Fast`) are refused to it whatever its PD.
+    pub(crate) user: bool,
+}
+
+impl<'a> Mem<'a> {
+    /// The view for QP entry `e`.
+    pub(crate) fn of(mrs: &'a mut [Option<MrEntry>], dev: &'a crate::rdma::FerroceDevice, e: &QpEntry) -> Self {
+        Mem { mrs, dev, user: e.rings.is_some() || e.user }
+    }
 }
 
 impl Mem<'_> {
@@ -751,6 +854,12 @@ impl Mem<'_> {
             return Err(MemError::InvalidKey);
         }
         if mr.pd != pd {
+            return Err(MemError::PdMismatch);
+        }
+        // Kernel virtual addresses belong to kernel QPs only: a process's
+        // QP can name such a region by no PD handle (defence in depth
+        // behind the handles' uniqueness).
+        if self.user && matches!(&mr.kind, MrKind::Dma | MrKind::Fast(_)) {
             return Err(MemError::PdMismatch);
         }
         let need = match (remote, write) {
@@ -847,6 +956,10 @@ impl Memory for Mem<'_> {
         // Only fast-registration regions can be invalidated (SEND with
         // Invalidate from the peer, LOCAL_INV from the owner); the key
         // must be the registered one, consumer byte included.
+        if self.user {
+            // Fast regions are the kernel's: no process QP touches them.
+            return Err(MemError::InvalidKey);
+        }
         let mr = self
             .mrs
             .get_mut((rkey >> 8) as usize)
@@ -866,6 +979,9 @@ impl Memory for Mem<'_> {
     }
 
     fn fast_register(&mut self, pd: u32, reg: &FastReg) -> core::result::Result<(), MemError> {
+        if self.user {
+            return Err(MemError::InvalidKey);
+        }
         let mr = self.mrs.get_mut(reg.mr as usize).and_then(|m| m.as_mut()).ok_or(MemError::InvalidKey)?;
         // The consumer owns the key's low byte only.
         if reg.key >> 8 != reg.mr {

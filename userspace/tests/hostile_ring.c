@@ -28,6 +28,19 @@
  *   chaos            random bytes at random places of the SQ, RQ and CQ
  *                    rings while traffic runs, then a garbage SQ prod
  *
+ * With --chain N (issue 17, finding 3) it does something else: N RC QPs
+ * X0..XN-1 on the device's own address, each connected to the next
+ * (dest_qp_num(Xi) = qpn(Xi+1), the last to X0), one zero-length SEND
+ * written into every SQ ring with no doorbell, then one doorbell on X0.
+ * Each delivery gives the receiving QP work, so a kernel that runs the
+ * receiver's send side nested inside the sender's recurses N deep. Checks
+ * that the kernel survives, that every QP receives its predecessor's SEND
+ * (the whole chain was walked) and that every SEND completes. A responder's
+ * ACK goes to its own dest_qp_num, the next QP, not to the sender: by
+ * construction of the attack most SENDs are never acknowledged and complete
+ * with IBV_WC_RETRY_EXC_ERR after a short timeout (that is the IBTA's
+ * answer); only their count is checked.
+ *
  * After an attack the program rings the QP's doorbell itself (an empty
  * post_send and post_recv written to the uverbs file, as any process may),
  * keeps posting and polling for a while, and queries every QP. Every loop
@@ -552,13 +565,88 @@ static int must_fail(enum kind k)
 	return k != K_CQ_CONS_AHEAD;
 }
 
+/* --chain N: see the top of the file. Returns the number of failures. */
+static int chain(int n)
+{
+	struct qp *q = calloc(n, sizeof(*q));
+	int sends = 0, sends_ok = 0, recvs = 0, bad = 0, i;
+	double end;
+
+	if (!q)
+		die("calloc");
+	for (i = 0; i < n; i++) {
+		make_qp(&q[i], 0, mem + (size_t)i * AREA);
+		if (!q[i].has_rings) {
+			printf("hostile_ring: cannot find the rings of QP %u\n", q[i].qp->qp_num);
+			return 1;
+		}
+		to_init_rc(&q[i]);
+		post_recv(&q[i]);
+		rings_by_prod(&q[i]);
+	}
+	for (i = 0; i < n; i++) {
+		struct tl_rc_conn c = {
+			.access = RC_ACCESS, .mtu = port.active_mtu, .dest_qpn = q[(i + 1) % n].qp->qp_num,
+			.rq_psn = 1, .sq_psn = 1, .dgid = gid, .sgid_index = gid_index,
+			.max_dest_rd_atomic = 1, .max_rd_atomic = 1,
+			.timeout = 17, /* 0.5 s: after the whole chain was walked */
+			.retry_cnt = 1, .rnr_retry = 1,
+		};
+		const char *failed = tl_rc_connect(q[i].qp, &c);
+
+		if (failed)
+			die(failed);
+	}
+	/* Behind the provider's back: no doorbell. */
+	for (i = 0; i < n; i++) {
+		struct ferroce_sq_wqe w;
+
+		memset(&w, 0, sizeof(w));
+		w.wr_id = (uint64_t)i;
+		w.opcode = IBV_WR_SEND;
+		w.send_flags = IBV_SEND_SIGNALED;
+		publish_sq(&q[i], &w);
+	}
+	printf("hostile_ring: chain of %d RC QPs (QPN %u..%u), one SEND in every ring, one doorbell\n", n,
+	       q[0].qp->qp_num, q[n - 1].qp->qp_num);
+	doorbell(&q[0]);
+	end = now() + 60;
+	while ((sends < n || recvs < n) && now() < end) {
+		for (i = 0; i < n; i++) {
+			struct ibv_wc wc[4];
+			int k = ibv_poll_cq(q[i].cq, 4, wc);
+
+			for (int j = 0; j < k; j++) {
+				if (!(wc[j].wr_id & RECV_BIT)) {
+					sends++;
+					sends_ok += wc[j].status == IBV_WC_SUCCESS;
+				} else if (wc[j].status == IBV_WC_SUCCESS) {
+					recvs++;
+				} else if (bad++ < 5) {
+					printf("  QP %u: receive completion %s\n", q[i].qp->qp_num,
+					       ibv_wc_status_str(wc[j].status));
+				}
+			}
+		}
+	}
+	printf("hostile_ring: chain: %d of %d SENDs completed (%d acknowledged), %d of %d receives completed, "
+	       "%d receives in error\n",
+	       sends, n, sends_ok, recvs, n, bad);
+	for (i = 0; i < n; i++) {
+		ibv_destroy_qp(q[i].qp);
+		ibv_destroy_cq(q[i].cq);
+	}
+	free(q);
+	return sends == n && recvs == n && bad == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **list;
 	struct pair pairs[K_NKINDS];
 	double seconds = 1.5;
 	uint64_t seed = 1;
-	int i, n, failed = 0;
+	int i, n, failed = 0, chain_len = 0;
 
 	if (argc < 3) {
 		fprintf(stderr, "usage: hostile_ring DEV GID_INDEX [--seed N] [--seconds S]\n");
@@ -570,6 +658,8 @@ int main(int argc, char **argv)
 			seed = strtoull(argv[i + 1], NULL, 0);
 		else if (!strcmp(argv[i], "--seconds"))
 			seconds = atof(argv[i + 1]);
+		else if (!strcmp(argv[i], "--chain"))
+			chain_len = atoi(argv[i + 1]);
 	}
 	rng_state = tl_seed(seed);
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -589,7 +679,7 @@ int main(int argc, char **argv)
 	pd = ibv_alloc_pd(ctx);
 	if (!pd)
 		die("ibv_alloc_pd");
-	mem_len = (size_t)2 * K_NKINDS * AREA;
+	mem_len = (size_t)(chain_len > 2 * K_NKINDS ? chain_len : 2 * K_NKINDS) * AREA;
 	if (posix_memalign((void **)&mem, 4096, mem_len))
 		die("posix_memalign");
 	memset(mem, 0x5a, mem_len);
@@ -605,6 +695,15 @@ int main(int argc, char **argv)
 		ud_ah = ibv_create_ah(pd, &aa);
 		if (!ud_ah)
 			die("ibv_create_ah");
+	}
+
+	if (chain_len > 0) {
+		failed = chain(chain_len);
+		ibv_destroy_ah(ud_ah);
+		ibv_dereg_mr(mr);
+		ibv_dealloc_pd(pd);
+		ibv_close_device(ctx);
+		return failed;
 	}
 
 	/* Set up every pair before any damage: the attacks run on a device

@@ -1,0 +1,70 @@
+#!/bin/bash
+# Issue 17: a hostile local process (userspace/tests/security.c and
+# hostile_ring.c --chain). One guest, one device, each finding of
+# ../shared/reviews/security-2026-12.md that a process can reach:
+#   1. PD identity: with the module's PD handle allocator started just below
+#      2^32 (test_pd_start), a process allocates and frees PDs past the
+#      wrap and twice round the table, then SENDs a kernel address
+#      (linux_banner) with every key the kernel's DMA regions can have:
+#      every attempt is refused (IBV_WC_LOC_PROT_ERR), nothing arrives;
+#   4. completion events: one doorbell, one datagram to each of 6 armed
+#      receivers with a CQ and completion channel each: 6 events;
+#   2. use after free: peers, SRQs and CQs destroyed under traffic and
+#      events (KASAN on `make check-debug` names any use of a freed one);
+#   3. recursion: a chain of 256 device-local RC QPs, one SEND in every ring
+#      and one doorbell: the kernel survives, every QP receives, every SEND
+#      completes (last: on a kernel that recursed, the guest dies here);
+#   6. quotas: an unprivileged process takes every PD and AH it can (it
+#      stops at its context's quota, max_pd and max_ah), and while it holds
+#      them rping (a second process, and the kernel's CM with its AHs)
+#      connects;
+# then the device holds what it held before and the kernel logged nothing
+# (tools/vm's dmesg check).
+#   tools/vm run tests/guest/security.sh [UAF_SECONDS]
+. "$(dirname "$0")/lib.sh"
+
+UAF=${1:-20}
+case $(uname -r) in *-debug) UAF=${1:-10} ;; esac
+T=build/userspace/tests
+
+modprobe -r ferroce 2>/dev/null
+check "ferroce loads with test_pd_start=0xfffffff0" modprobe ferroce test_pd_start=0xfffffff0
+check "rdma link add fr0" rdma link add fr0 type ferroce netdev eth0
+G=$(wait_gid fr0 '::ffff:10\.0\.2\.15')
+check "RoCE v2 GID of 10.0.2.15 found" test -n "$G"
+res0=$(res_of fr0)
+KVA=$(awk '$3 == "linux_banner" { print $1; exit }' /proc/kallsyms)
+check "linux_banner's address from /proc/kallsyms" test -n "$KVA" -a "$KVA" != 0000000000000000
+
+check "pdwrap: no process QP reaches the kernel's DMA region" timeout 300 $T/security pdwrap fr0 "$G" "$KVA"
+check "events: 6 armed CQs reached in one pass each get their event" timeout 120 $T/security events fr0 "$G" 6
+check "uaf: peers, SRQs and CQs destroyed under traffic (${UAF} s)" timeout $((UAF + 120)) $T/security uaf fr0 "$G" "$UAF"
+check "chain: 256 chained device-local RC QPs, one doorbell" timeout 300 $T/hostile_ring fr0 "$G" --chain 256
+# 6: the hog runs as nobody (the device files opened to everyone, as common
+# rdma-core setups do); it holds until its standard input closes
+chmod 666 /dev/infiniband/uverbs* /dev/infiniband/rdma_cm 2>/dev/null
+rm -f /tmp/hog.in; mkfifo /tmp/hog.in
+setpriv --reuid=65534 --regid=65534 --clear-groups $T/security hog fr0 "$G" </tmp/hog.in >/tmp/hog.log 2>&1 &
+hog=$!
+exec 7>/tmp/hog.in
+for i in $(seq 600); do grep -q '^holding' /tmp/hog.log && break; kill -0 $hog 2>/dev/null || break; sleep 0.1; done
+cat /tmp/hog.log
+expect "hog: holds its quota of PDs and AHs" '^holding' "$(cat /tmp/hog.log)"
+rping_pair() {
+	timeout 60 rping -s -a 10.0.2.15 -V -C 20 >/tmp/srv.log 2>&1 &
+	local spid=$! i c
+	for i in $(seq 300); do cm_listening $spid && break; sleep 0.1; done
+	timeout 60 rping -c -a 10.0.2.15 -V -C 20 >/tmp/cli.log 2>&1
+	c=$?
+	wait $spid
+	local s=$?
+	echo "rping client exit $c, server exit $s"; tail -3 /tmp/cli.log /tmp/srv.log
+	[ $c = 0 ] && [ $s = 0 ]
+}
+check "rping connects while an unprivileged process holds its quota" rping_pair
+exec 7>&-
+wait $hog
+check "hog: quotas reached and everything freed" test $? = 0
+check "rdma resource show: back to the starting counts ($res0)" test "$(res_of fr0)" = "$res0"
+check "rdma link delete fr0" rdma link delete fr0
+finish
