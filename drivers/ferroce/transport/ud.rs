@@ -143,7 +143,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         }
         let grh = net.grh();
         let res = sg::scatter(mem, self.pd, slot.wqe.sges(), 0, &grh)
-            .and_then(|_| sg::scatter(mem, self.pd, slot.wqe.sges(), GRH_LEN as u64, rx.payload));
+            .and_then(|()| sg::scatter(mem, self.pd, slot.wqe.sges(), GRH_LEN as u64, rx.payload));
         self.rq_next = seq.saturating_add(1);
         if res.is_err() {
             // Local QP error while executing (bad L_Key in the scatter

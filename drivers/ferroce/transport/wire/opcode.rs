@@ -101,13 +101,24 @@ impl Opcode {
     /// implement (RD, XRC, RESYNC, FLUSH, ATOMIC WRITE, vendor opcodes).
     /// (One load from a table built at compile time: every packet asks,
     /// several times on its way.)
-    pub const fn info(self) -> Result<OpcodeInfo> {
-        OPCODES[self.0 as usize]
+    pub fn info(self) -> Result<OpcodeInfo> {
+        // The table has an entry for every u8, so `get` always finds one (the
+        // compiler removes the other arm); that arm answers what the entry
+        // holds anyway.
+        match OPCODES.get(usize::from(self.0)) {
+            Some(info) => *info,
+            None => lookup(self.0),
+        }
     }
 }
 
 /// `lookup` of every opcode, computed at compile time.
-static OPCODES: [Result<OpcodeInfo>; 256] = {
+static OPCODES: [Result<OpcodeInfo>; 256] = build_opcodes();
+
+// Evaluated at compile time only (the static above is its one caller): an
+// index out of bounds or an overflow would fail the build.
+#[allow(clippy::arithmetic_side_effects, clippy::indexing_slicing)]
+const fn build_opcodes() -> [Result<OpcodeInfo>; 256] {
     let mut t = [Err(Error::ReservedOpcode(0)); 256];
     let mut i = 0;
     while i < 256 {
@@ -115,7 +126,7 @@ static OPCODES: [Result<OpcodeInfo>; 256] = {
         i += 1;
     }
     t
-};
+}
 
 /// Transport service of an opcode (BTH opcode bits 7:5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
