@@ -15,6 +15,12 @@
     unsafe_op_in_unsafe_fn,
     unnecessary_transmutes,
     clippy::all,
+    // the kernel's CLIPPY=1 lints outside clippy::all, as rust/bindings
+    // allows them for its generated code
+    clippy::undocumented_unsafe_blocks,
+    clippy::cast_lossless,
+    clippy::ptr_as_ptr,
+    clippy::ref_as_ptr,
     missing_docs,
     rustdoc::all
 )]

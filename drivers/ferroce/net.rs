@@ -636,7 +636,9 @@ fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, path: Option<&
             }
         }
         let Some(ip) = hdr.get(..ip_len) else { break };
-        let after = rx_locked(dev, st, t.dest_qpn, pkt, ip, av.ipv6, notify);
+        // An RC packet names its sender: the receiver checks the pairing.
+        let from = path.map(|_| qpn);
+        let after = rx_locked(dev, st, t.dest_qpn, pkt, ip, av.ipv6, from, notify);
         if let Some(k) = after.kick {
             if !d.peers.add(k) {
                 break;
@@ -1124,7 +1126,7 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) -> Option
     let mut notify = Notify::new();
     let after = {
         let mut st = dev.state.lock();
-        rx_locked(dev, &mut st, qpn, transport, parts.ip, parts.version == icrc::IpVersion::V6, &mut notify)
+        rx_locked(dev, &mut st, qpn, transport, parts.ip, parts.version == icrc::IpVersion::V6, None, &mut notify)
     };
     notify.run(dev);
     after.finish()
@@ -1170,7 +1172,22 @@ impl Drop for RxAfter {
 /// IP header `ip`. Shared by packets from the wire and the local queue
 /// (`receive`) and by RC packets a QP of this device sends to another
 /// (`kick`, which delivers them without a socket buffer).
-fn rx_locked(dev: &FerroceDevice, st: &mut DevState, qpn: u32, transport: &[u8], ip: &[u8], ipv6: bool, notify: &mut Notify) -> RxAfter {
+///
+/// `from`: the QP of this device that sent an RC packet on the direct path
+/// (`direct_batch`). Every QP connected through the device's own address
+/// has the same IP addresses, whichever process owns it, so there the
+/// address check cannot tell tenants apart; the sender's QPN can: it must
+/// be the receiver's dest_qp_num, and the receiver's peer must be it.
+fn rx_locked(
+    dev: &FerroceDevice,
+    st: &mut DevState,
+    qpn: u32,
+    transport: &[u8],
+    ip: &[u8],
+    ipv6: bool,
+    from: Option<u32>,
+    notify: &mut Notify,
+) -> RxAfter {
     // The version the IP header says (an IPv4 header with options can be
     // as long as an IPv6 one).
     let (net, ipv) = if ipv6 { (NetHeader::Ipv6(ip), 6) } else { (NetHeader::Ipv4(ip), 4) };
@@ -1186,6 +1203,12 @@ fn rx_locked(dev: &FerroceDevice, st: &mut DevState, qpn: u32, transport: &[u8],
         dev.count(Counter::RxAddrMismatch);
         return after;
     }
+    if let Some(sender) = from {
+        if e.qp.qp_type() != QpType::Rc || e.qp.attr().dest_qp_num != sender {
+            dev.count(Counter::RxAddrMismatch);
+            return after;
+        }
+    }
     // A QP on an SRQ takes a receive WQE from it when a message that needs
     // one begins and the QP has none.
     crate::rings::pull_rq(dev, e);
@@ -1194,7 +1217,16 @@ fn rx_locked(dev: &FerroceDevice, st: &mut DevState, qpn: u32, transport: &[u8],
             .first()
             .and_then(|&op| crate::transport::wire::Opcode(op).info().ok())
             .is_some_and(|i| i.is_request() && i.consumes_recv_wqe());
-        if needs && e.qp.recv_queue_len() == 0 {
+        // Only the request the responder will execute next takes a WQE
+        // out of the SRQ (IBTA: an SRQ's WQEs stay there until a message
+        // consumes one): a duplicate, or a packet ahead of the expected
+        // PSN, must not move one into this QP, where a reset or destroy
+        // would lose it.
+        use crate::transport::qp::QpState;
+        let psn = transport.get(9..12).and_then(|p| <[u8; 3]>::try_from(p).ok()).map(|[x, y, z]| u32::from_be_bytes([0, x, y, z]));
+        let next = psn == Some(e.qp.expected_psn().value())
+            && !matches!(e.qp.state(), QpState::Reset | QpState::Init | QpState::Err);
+        if needs && next && e.qp.recv_queue_len() == 0 {
             if let Some(srq) = st.srqs.get_mut(si).and_then(|x| x.as_deref_mut()) {
                 if let Some((w, fire)) = srq.take() {
                     match w {

@@ -1278,9 +1278,10 @@ unsafe fn send_wqe(wr: *const b::ib_send_wr, e: &QpEntry, inline: Option<&Inline
         wqe.inline = i.data;
         wqe.inline_len = i.len;
     }
-    // SAFETY: a union of plain integers.
     wqe.imm_data = match opcode {
+        // SAFETY: a union of plain integers; either member is initialised.
         WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm => u32::from_be(unsafe { w.ex.imm_data }),
+        // SAFETY: as above.
         WrOpcode::SendWithInv | WrOpcode::LocalInv => unsafe { w.ex.invalidate_rkey },
         _ => 0,
     };

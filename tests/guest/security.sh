@@ -11,9 +11,19 @@
 #      receivers with a CQ and completion channel each: 6 events;
 #   2. use after free: peers, SRQs and CQs destroyed under traffic and
 #      events (KASAN on `make check-debug` names any use of a freed one);
-#   3. recursion: a chain of 256 device-local RC QPs, one SEND in every ring
-#      and one doorbell: the kernel survives, every QP receives, every SEND
-#      completes (last: on a kernel that recursed, the guest dies here);
+#   3. recursion: a chain of 256 device-local RC QPs (each one's dest_qp_num
+#      the next), one SEND in every ring and one doorbell: the kernel
+#      survives, the chain breaks at its first link (a QP takes packets of
+#      its dest_qp_num only), X0's SEND completes unacknowledged (on the
+#      kernel that recursed, the guest died here);
+#   5. co-located tenants: an intruder QP that knows a victim's QPN, next
+#      PSN and R_Key SENDs and WRITEs to it through the device's own
+#      address: nothing lands, the victim's peer goes on;
+#   7. SRQ: a QP that only got out-of-sequence packets is destroyed; the
+#      SRQ still holds every WQE posted to it;
+#   8. resize_cq: completions that waited for room in a full CQ arrive
+#      after the resize, with no further traffic;
+#  10. an IPv4 header of 40 bytes (options) is IPv4, not IPv6;
 #   6. quotas: an unprivileged process takes every PD and AH it can (it
 #      stops at its context's quota, max_pd and max_ah), and while it holds
 #      them rping (a second process, and the kernel's CM with its AHs)
@@ -40,6 +50,10 @@ check "pdwrap: no process QP reaches the kernel's DMA region" timeout 300 $T/sec
 check "events: 6 armed CQs reached in one pass each get their event" timeout 120 $T/security events fr0 "$G" 6
 check "uaf: peers, SRQs and CQs destroyed under traffic (${UAF} s)" timeout $((UAF + 120)) $T/security uaf fr0 "$G" "$UAF"
 check "chain: 256 chained device-local RC QPs, one doorbell" timeout 300 $T/hostile_ring fr0 "$G" --chain 256
+check "ipopts: an IPv4 header with options is taken for IPv4" timeout 60 $T/security ipopts fr0 "$G" 10.0.2.15
+check "resize: completions waiting for room arrive after ibv_resize_cq" timeout 60 $T/security resize fr0 "$G"
+check "srqkeep: SRQ WQEs are not lost to an out-of-sequence QP's destroy" timeout 120 $T/security srqkeep fr0 "$G"
+check "intrude: a co-located intruder cannot write into an RC connection" timeout 120 $T/security intrude fr0 "$G"
 # 6: the hog runs as nobody (the device files opened to everyone, as common
 # rdma-core setups do); it holds until its standard input closes
 chmod 666 /dev/infiniband/uverbs* /dev/infiniband/rdma_cm 2>/dev/null

@@ -32,14 +32,15 @@
  * X0..XN-1 on the device's own address, each connected to the next
  * (dest_qp_num(Xi) = qpn(Xi+1), the last to X0), one zero-length SEND
  * written into every SQ ring with no doorbell, then one doorbell on X0.
- * Each delivery gives the receiving QP work, so a kernel that runs the
- * receiver's send side nested inside the sender's recurses N deep. Checks
- * that the kernel survives, that every QP receives its predecessor's SEND
- * (the whole chain was walked) and that every SEND completes. A responder's
- * ACK goes to its own dest_qp_num, the next QP, not to the sender: by
- * construction of the attack most SENDs are never acknowledged and complete
- * with IBV_WC_RETRY_EXC_ERR after a short timeout (that is the IBTA's
- * answer); only their count is checked.
+ * If each delivery were taken, it would give the receiving QP work, and a
+ * kernel that runs the receiver's send side nested inside the sender's
+ * would recurse N deep (ferroce before issue 17 hit the kernel stack's
+ * guard page at N = 256). Today the chain breaks at its first link: X1
+ * takes no packet from X0, which is not its dest_qp_num (the direct path
+ * knows the sending QP), and the send sides never nest anyway. Checks that
+ * the kernel survives, that no QP receives anything (no packet of a QP
+ * other than its peer is taken) and that X0's SEND completes, never
+ * acknowledged (IBV_WC_RETRY_EXC_ERR after its short timeout).
  *
  * After an attack the program rings the QP's doorbell itself (an empty
  * post_send and post_recv written to the uverbs file, as any process may),
@@ -611,7 +612,7 @@ static int chain(int n)
 	       q[0].qp->qp_num, q[n - 1].qp->qp_num);
 	doorbell(&q[0]);
 	end = now() + 60;
-	while ((sends < n || recvs < n) && now() < end) {
+	while (sends < 1 && now() < end) {
 		for (i = 0; i < n; i++) {
 			struct ibv_wc wc[4];
 			int k = ibv_poll_cq(q[i].cq, 4, wc);
@@ -629,15 +630,23 @@ static int chain(int n)
 			}
 		}
 	}
-	printf("hostile_ring: chain: %d of %d SENDs completed (%d acknowledged), %d of %d receives completed, "
-	       "%d receives in error\n",
-	       sends, n, sends_ok, recvs, n, bad);
+	usleep(200000); /* anything a QP might still take */
+	for (i = 0; i < n; i++) {
+		struct ibv_wc wc[4];
+		int k = ibv_poll_cq(q[i].cq, 4, wc);
+
+		for (int j = 0; j < k; j++)
+			if ((wc[j].wr_id & RECV_BIT) && wc[j].status == IBV_WC_SUCCESS)
+				recvs++;
+	}
+	printf("hostile_ring: chain: %d SEND completed (%d acknowledged), %d receives taken, %d receives flushed\n",
+	       sends, sends_ok, recvs, bad);
 	for (i = 0; i < n; i++) {
 		ibv_destroy_qp(q[i].qp);
 		ibv_destroy_cq(q[i].cq);
 	}
 	free(q);
-	return sends == n && recvs == n && bad == 0 ? 0 : 1;
+	return sends == 1 && sends_ok == 0 && recvs == 0 ? 0 : 1;
 }
 
 int main(int argc, char **argv)

@@ -4,15 +4,16 @@
  * (issue 17; tests/guest/security.sh runs it).
  *
  *   security pdwrap DEV GID_INDEX KERNEL_VA [ROUNDS]
- *       Allocates and frees PDs ROUNDS times (default 8256: past a 32-bit
- *       handle counter started just below its wrap by the module's
- *       test_pd_start parameter, and twice round the PD table), then, from
- *       a UD QP in the last PD, SENDs KERNEL_VA (a kernel address, e.g.
- *       linux_banner from /proc/kallsyms) with every L_Key a kernel region
- *       can have in the first table slots (index 1-4, all 256 key bytes) to
- *       a second QP of its own. Every attempt must complete with
- *       IBV_WC_LOC_PROT_ERR and nothing may arrive: a user QP never
- *       reaches the kernel's DMA region.
+ *       Holds 20 PDs at once, then allocates and frees PDs ROUNDS times
+ *       (default 8256: twice round the PD table), holds 20 again, then
+ *       one more. From a UD QP in each of them it SENDs KERNEL_VA (a kernel
+ *       address, e.g. linux_banner from /proc/kallsyms) with every L_Key
+ *       the kernel's first region can have (index 1, all 256 key bytes;
+ *       indices 1-4 from the last PD) to a receiver of its own. With the
+ *       module's test_pd_start parameter set, a wrapping 32-bit handle
+ *       counter would hand the first live set the kernel's PD handle.
+ *       Every attempt must complete with IBV_WC_LOC_PROT_ERR and nothing may
+ *       arrive: a process's QP never reaches the kernel's DMA region.
  *
  *   security events DEV GID_INDEX [RECEIVERS]
  *       One UD sender, RECEIVERS (default 6) UD receivers, each with its
@@ -28,6 +29,34 @@
  *       (SRQ limit). Run on the KASAN kernel (make check-debug) it shows
  *       any handler or event that runs on a freed CQ or SRQ.
  *
+ *   security intrude DEV GID_INDEX
+ *       A victim RC pair A <-> B and an intruder RC QP X on the same
+ *       device, all through its own address (as co-located tenants are).
+ *       X knows everything an attacker could guess or sweep: B's QPN, B's
+ *       next expected PSN and B's R_Key. It connects to B and sends a
+ *       SEND and an RDMA WRITE at exactly that PSN; then A sends its own
+ *       SEND at that PSN. B must receive A's message only, its memory must
+ *       be untouched by X, and A's SEND must be acknowledged.
+ *
+ *   security srqkeep DEV GID_INDEX
+ *       An SRQ with 4 receive WQEs and an RC QP B on it, whose peer A
+ *       sends at a PSN 1000 ahead of what B expects (every packet out of
+ *       sequence: NAKed, never executed); then B is destroyed. A new QP C
+ *       on the same SRQ must then receive 4 SENDs from its peer D: no WQE
+ *       moved into B and vanished with it.
+ *
+ *   security resize DEV GID_INDEX
+ *       A UD receiver whose CQ holds 4 completions gets 16 datagrams
+ *       without polling (12 completions wait in the kernel), then the CQ is
+ *       resized to 64: with no further traffic, all 16 must be polled.
+ *
+ *   security ipopts DEV GID_INDEX IPV4_ADDRESS
+ *       A UD SEND whose IPv4 header carries 20 bytes of options (IHL 10:
+ *       40 bytes, as long as an IPv6 header), sent from a raw socket to a
+ *       UD QP of the device's own address. Its GRH must hold an IPv4
+ *       header (RoCEv2: the last 20 bytes, version 4, the source address),
+ *       not the raw bytes taken for an IPv6 header.
+ *
  *   security hog DEV GID_INDEX
  *       Allocates PDs until the device refuses, then AHs (in one PD) until
  *       it refuses, checks that each stopped at the context's quota
@@ -38,7 +67,10 @@
  *
  * Prints "ok - NAME" / "not ok - NAME" lines; exits non-zero on failure.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <inttypes.h>
@@ -135,95 +167,137 @@ static int wait_one(struct ibv_cq *cq, struct ibv_wc *wc, double seconds)
 
 /* ------------------------------------------------------------------ pdwrap */
 
-static int pdwrap(uint64_t kva, long rounds)
-{
-	struct ibv_pd *pd = NULL;
+#define LIVE_PDS 20
+
+struct probe {
 	struct ibv_cq *cq;
-	struct ibv_qp *tx, *rx;
-	struct ibv_ah *ah;
+	struct ibv_qp *rx;
 	struct ibv_mr *mr;
-	char *buf = calloc(1, 4096);
-	long i;
-	int attempts = 0, prot_err = 0, other = 0, arrived = 0;
-	char leaked[64] = "";
+	char *buf;
+	int attempts, prot_err, other, arrived;
+	char leaked[64];
+};
 
-	for (i = 0; i < rounds; i++) {
-		pd = ibv_alloc_pd(ctx);
-		if (!pd)
-			die("ibv_alloc_pd");
-		if (i + 1 < rounds && ibv_dealloc_pd(pd))
-			die("ibv_dealloc_pd");
-	}
-	printf("security: pdwrap: %ld PDs allocated and freed; probing L_Keys 0x100-0x4ff at %#" PRIx64 "\n",
-	       rounds, kva);
-	cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
-	mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
-	if (!cq || !mr || !buf)
-		die("ibv_create_cq/ibv_reg_mr");
-	ah = self_ah(pd);
-	rx = ud_qp(pd, cq, 4);
-	tx = ud_qp(pd, cq, 4);
-	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = MSG + GRH, .lkey = mr->lkey };
+/* SENDs `kva` from a UD QP in `pd` with every L_Key index `idx` can have
+ * to the probe's receiver; counts what happened. */
+static void probe_pd(struct probe *p, struct ibv_pd *pd, uint64_t kva, uint32_t idx)
+{
+	struct ibv_ah *ah = self_ah(pd);
+	struct ibv_qp *tx = ud_qp(pd, p->cq, 4);
+	struct ibv_sge sge = { .addr = (uintptr_t)p->buf, .length = MSG + GRH, .lkey = p->mr->lkey };
 	struct ibv_recv_wr rwr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 }, *rbad;
+	struct ibv_wc wc;
 
-	/* one receive waits at the receiver, posted again when used */
-	if (ibv_post_recv(rx, &rwr, &rbad))
-		die("ibv_post_recv");
-	for (uint32_t key = 0x100; key < 0x500; key++) {
+	for (uint32_t key = idx << 8; key < (idx + 1) << 8; key++) {
 		struct ibv_sge ssge = { .addr = kva, .length = MSG, .lkey = key };
 		struct ibv_send_wr swr = { .wr_id = 2, .sg_list = &ssge, .num_sge = 1, .opcode = IBV_WR_SEND },
 				   *sbad;
-		struct ibv_wc wc;
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+		int send_status = -1, before = p->arrived;
 
-		if (key == mr->lkey)
+		if (key == p->mr->lkey)
 			continue;
 		swr.wr.ud.ah = ah;
-		swr.wr.ud.remote_qpn = rx->qp_num;
+		swr.wr.ud.remote_qpn = p->rx->qp_num;
 		swr.wr.ud.remote_qkey = QKEY;
-		int before = arrived;
-
 		if (ibv_post_send(tx, &swr, &sbad))
 			die("ibv_post_send");
-		attempts++;
-		/* the send's completion; a receive if anything arrived */
-		int send_status = -1;
-
-		while (send_status < 0 && wait_one(cq, &wc, 5) == 1) {
+		p->attempts++;
+		while (send_status < 0 && wait_one(p->cq, &wc, 5) == 1) {
 			if (wc.wr_id == 2)
 				send_status = (int)wc.status;
 			else if (wc.wr_id == 1 && wc.status == IBV_WC_SUCCESS)
-				arrived++;
+				p->arrived++;
 		}
 		if (send_status == IBV_WC_LOC_PROT_ERR)
-			prot_err++;
+			p->prot_err++;
 		else
-			other++;
-		if (send_status == IBV_WC_SUCCESS && arrived == before && wait_one(cq, &wc, 1) == 1 && wc.wr_id == 1 &&
-		    wc.status == IBV_WC_SUCCESS)
-			arrived++;
-		if (arrived && !leaked[0]) {
-			for (int k = 0; k < MSG && k < (int)sizeof(leaked) - 1; k++)
-				leaked[k] = buf[GRH + k] >= 32 && buf[GRH + k] < 127 ? buf[GRH + k] : '.';
-			printf("security: pdwrap: L_Key %#x read kernel memory: \"%s\"\n", key, leaked);
-		}
-		if (arrived != before && ibv_post_recv(rx, &rwr, &rbad))
-			die("ibv_post_recv");
-		/* the sender went to an error state: back to RTS for the next key */
-		struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+			p->other++;
+		if (send_status == IBV_WC_SUCCESS && p->arrived == before && wait_one(p->cq, &wc, 1) == 1 &&
+		    wc.wr_id == 1 && wc.status == IBV_WC_SUCCESS)
+			p->arrived++;
+		if (p->arrived != before) {
+			if (!p->leaked[0]) {
+				for (int k = 0; k < MSG && k < (int)sizeof(p->leaked) - 1; k++) {
+					char ch = p->buf[GRH + k];
 
+					p->leaked[k] = ch >= 32 && ch < 127 ? ch : '.';
+				}
+				printf("security: pdwrap: L_Key %#x read kernel memory: \"%s\"\n", key, p->leaked);
+			}
+			if (ibv_post_recv(p->rx, &rwr, &rbad))
+				die("ibv_post_recv");
+		}
+		/* the sender went to an error state: back to RTS */
 		if (send_status != IBV_WC_SUCCESS && (ibv_modify_qp(tx, &a, IBV_QP_STATE) || tl_ud_rts(tx, QKEY, 0)))
 			die("ibv_modify_qp (reset to RTS)");
 	}
-	CHECK("pdwrap: every SEND naming a kernel key completes with IBV_WC_LOC_PROT_ERR",
-	      prot_err == attempts, "%d of %d (%d other statuses)", prot_err, attempts, other);
-	CHECK("pdwrap: no kernel byte arrives", arrived == 0, "%d datagrams arrived, the first: \"%s\"", arrived,
-	      leaked);
 	ibv_destroy_qp(tx);
-	ibv_destroy_qp(rx);
 	ibv_destroy_ah(ah);
-	ibv_dereg_mr(mr);
-	ibv_destroy_cq(cq);
+}
+
+/* LIVE_PDS PDs held at once (the first processes' PDs after a handle
+ * counter's wrap among them), each probed with the keys of region index
+ * 1 (the MAD layer's DMA region is the device's first region). */
+static void probe_live(struct probe *p, uint64_t kva, const char *when)
+{
+	struct ibv_pd *pds[LIVE_PDS];
+
+	for (int i = 0; i < LIVE_PDS; i++)
+		if (!(pds[i] = ibv_alloc_pd(ctx)))
+			die("ibv_alloc_pd");
+	printf("security: pdwrap: %d live PDs %s, each probed with L_Keys 0x100-0x1ff\n", LIVE_PDS, when);
+	for (int i = 0; i < LIVE_PDS; i++)
+		probe_pd(p, pds[i], kva, 1);
+	for (int i = 0; i < LIVE_PDS; i++)
+		ibv_dealloc_pd(pds[i]);
+}
+
+static int pdwrap(uint64_t kva, long rounds)
+{
+	struct probe p = { 0 };
+	struct ibv_pd *rpd, *pd;
+	struct ibv_sge sge;
+	struct ibv_recv_wr rwr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 }, *rbad;
+
+	/* the receiver first, outside the live sets */
+	p.buf = calloc(1, 4096);
+	p.cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	rpd = ibv_alloc_pd(ctx);
+	if (!p.buf || !p.cq || !rpd)
+		die("setup");
+	p.mr = ibv_reg_mr(rpd, p.buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!p.mr)
+		die("ibv_reg_mr");
+	p.rx = ud_qp(rpd, p.cq, 4);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)p.buf, .length = MSG + GRH, .lkey = p.mr->lkey };
+	if (ibv_post_recv(p.rx, &rwr, &rbad))
+		die("ibv_post_recv");
+
+	probe_live(&p, kva, "at once");
+	for (long i = 0; i < rounds; i++) {
+		if (!(pd = ibv_alloc_pd(ctx)))
+			die("ibv_alloc_pd");
+		if (ibv_dealloc_pd(pd))
+			die("ibv_dealloc_pd");
+	}
+	printf("security: pdwrap: %ld PDs allocated and freed\n", rounds);
+	probe_live(&p, kva, "after that");
+	/* and every key of the first four region indices from one PD */
+	if (!(pd = ibv_alloc_pd(ctx)))
+		die("ibv_alloc_pd");
+	for (uint32_t idx = 1; idx <= 4; idx++)
+		probe_pd(&p, pd, kva, idx);
 	ibv_dealloc_pd(pd);
+
+	CHECK("pdwrap: every SEND naming a kernel key completes with IBV_WC_LOC_PROT_ERR",
+	      p.prot_err == p.attempts, "%d of %d (%d other statuses)", p.prot_err, p.attempts, p.other);
+	CHECK("pdwrap: no kernel byte arrives", p.arrived == 0, "%d datagrams arrived, the first: \"%s\"", p.arrived,
+	      p.leaked);
+	ibv_destroy_qp(p.rx);
+	ibv_dereg_mr(p.mr);
+	ibv_destroy_cq(p.cq);
+	ibv_dealloc_pd(rpd);
 	return failures;
 }
 
@@ -469,6 +543,389 @@ static int uaf(double seconds)
 	return failures;
 }
 
+/* ----------------------------------------------------------------- intrude */
+
+static struct ibv_qp *rc_qp(struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .sq_sig_all = 1,
+				       .cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1,
+						.max_recv_sge = 1 } };
+	struct ibv_qp *qp = ibv_create_qp(pd, &ia);
+
+	if (!qp)
+		die("ibv_create_qp (RC)");
+	return qp;
+}
+
+static void rc_to(struct ibv_qp *qp, uint32_t dest, uint32_t rq_psn, uint32_t sq_psn, int timeout)
+{
+	struct tl_rc_conn c = { .access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, .mtu = port.active_mtu,
+				.dest_qpn = dest, .rq_psn = rq_psn, .sq_psn = sq_psn, .dgid = gid,
+				.sgid_index = gid_index, .max_dest_rd_atomic = 1, .max_rd_atomic = 1,
+				.timeout = timeout, .retry_cnt = 1, .rnr_retry = 1 };
+	const char *f = tl_rc_connect(qp, &c);
+
+	if (f)
+		die(f);
+}
+
+static int intrude(void)
+{
+	struct ibv_pd *pd = ibv_alloc_pd(ctx), *xpd = ibv_alloc_pd(ctx);
+	char *buf = calloc(1, 8192), *xbuf = calloc(1, 4096);
+	struct ibv_mr *mr, *xmr;
+	struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0), *xcq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	struct ibv_qp *a, *b, *x;
+	struct ibv_wc wc;
+	const uint32_t psn = 0x123456;
+	int got_b = 0, a_ok = 0, x_status = -1, evil = 0;
+
+	if (!pd || !xpd || !buf || !xbuf || !cq || !xcq)
+		die("setup");
+	mr = ibv_reg_mr(pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	xmr = ibv_reg_mr(xpd, xbuf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr || !xmr)
+		die("ibv_reg_mr");
+	a = rc_qp(pd, cq);
+	b = rc_qp(pd, cq);
+	x = rc_qp(xpd, xcq);
+	rc_to(a, b->qp_num, psn, psn, 14);
+	rc_to(b, a->qp_num, psn, psn, 14);
+	rc_to(x, b->qp_num, psn, psn, 8);
+	/* B's receive buffer at 0..63, its WRITE target at 4096.. */
+	memset(buf, 0, 8192);
+	{
+		struct ibv_sge rs = { .addr = (uintptr_t)buf, .length = MSG, .lkey = mr->lkey };
+		struct ibv_recv_wr rw = { .wr_id = 7, .sg_list = &rs, .num_sge = 1 }, *rb;
+
+		if (ibv_post_recv(b, &rw, &rb))
+			die("ibv_post_recv");
+	}
+	/* the intruder: a WRITE with B's real R_Key, then a SEND, both at B's
+	 * expected PSN */
+	memset(xbuf, 'X', 4096);
+	{
+		struct ibv_sge s1 = { .addr = (uintptr_t)xbuf, .length = 256, .lkey = xmr->lkey };
+		struct ibv_send_wr w2 = { .wr_id = 2, .sg_list = &s1, .num_sge = 1, .opcode = IBV_WR_SEND };
+		struct ibv_send_wr w1 = { .wr_id = 1, .sg_list = &s1, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+					  .next = &w2 },
+				   *bad;
+
+		w1.wr.rdma.remote_addr = (uintptr_t)buf + 4096;
+		w1.wr.rdma.rkey = mr->rkey;
+		if (ibv_post_send(x, &w1, &bad))
+			die("ibv_post_send (intruder)");
+	}
+	/* the intruder's requests end (never acknowledged: retry exceeded) */
+	for (double end = now() + 20; now() < end && x_status < 0;) {
+		if (ibv_poll_cq(xcq, 1, &wc) != 1)
+			continue;
+		if (wc.status != IBV_WC_SUCCESS || wc.wr_id == 2)
+			x_status = (int)wc.status;
+	}
+	/* the legitimate peer's SEND at the same PSN */
+	{
+		char msg[MSG];
+		struct ibv_sge s = { .addr = (uintptr_t)msg, .length = MSG, .lkey = 0 };
+		struct ibv_send_wr w = { .wr_id = 3, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND,
+					 .send_flags = IBV_SEND_INLINE },
+				   *bad;
+
+		memset(msg, 'A', MSG);
+		if (ibv_post_send(a, &w, &bad))
+			die("ibv_post_send (A)");
+	}
+	for (double end = now() + 10; now() < end && (!got_b || !a_ok);) {
+		if (ibv_poll_cq(cq, 1, &wc) != 1)
+			continue;
+		if (wc.wr_id == 7 && wc.status == IBV_WC_SUCCESS)
+			got_b = 1;
+		if (wc.wr_id == 3 && wc.status == IBV_WC_SUCCESS)
+			a_ok = 1;
+	}
+	for (int i = 0; i < 8192; i++)
+		evil += buf[i] == 'X';
+	printf("security: intrude: intruder's requests ended with %s; B received %s; %d intruder bytes in B's "
+	       "memory\n",
+	       x_status < 0 ? "nothing" : ibv_wc_status_str(x_status),
+	       got_b ? (buf[0] == 'A' ? "A's SEND" : "a foreign SEND") : "nothing", evil);
+	CHECK("intrude: no byte of a co-located intruder's SEND or WRITE (right QPN, PSN and R_Key) lands",
+	      evil == 0, "%d bytes of 'X' in the victim's memory", evil);
+	CHECK("intrude: the victim receives its peer's SEND at that PSN, acknowledged", got_b && a_ok && buf[0] == 'A',
+	      "received %d, acknowledged %d, first byte %#x", got_b, a_ok, (unsigned char)buf[0]);
+	ibv_destroy_qp(x);
+	ibv_destroy_qp(a);
+	ibv_destroy_qp(b);
+	ibv_dereg_mr(mr);
+	ibv_dereg_mr(xmr);
+	ibv_destroy_cq(cq);
+	ibv_destroy_cq(xcq);
+	ibv_dealloc_pd(pd);
+	ibv_dealloc_pd(xpd);
+	return failures;
+}
+
+/* ----------------------------------------------------------------- srqkeep */
+
+static struct ibv_qp *rc_srq_qp(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_srq *srq)
+{
+	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .srq = srq, .qp_type = IBV_QPT_RC,
+				       .sq_sig_all = 1,
+				       .cap = { .max_send_wr = 8, .max_send_sge = 1 } };
+	struct ibv_qp *qp = ibv_create_qp(pd, &ia);
+
+	if (!qp)
+		die("ibv_create_qp (RC on SRQ)");
+	return qp;
+}
+
+static int srqkeep(void)
+{
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	char *buf = calloc(1, 8192);
+	struct ibv_mr *mr;
+	struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 1 } };
+	struct ibv_srq *srq;
+	struct ibv_qp *a, *b, *c, *d;
+	struct ibv_wc wc;
+	int recvs = 0, b_recvs = 0, a_done = 0;
+
+	if (!pd || !buf || !cq)
+		die("setup");
+	mr = ibv_reg_mr(pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE);
+	srq = ibv_create_srq(pd, &sa);
+	if (!mr || !srq)
+		die("ibv_reg_mr/ibv_create_srq");
+	for (int i = 0; i < 4; i++) {
+		struct ibv_sge rs = { .addr = (uintptr_t)buf + 4096 + (size_t)i * 256, .length = 256, .lkey = mr->lkey };
+		struct ibv_recv_wr rw = { .wr_id = 100 + (uint64_t)i, .sg_list = &rs, .num_sge = 1 }, *rb;
+
+		if (ibv_post_srq_recv(srq, &rw, &rb))
+			die("ibv_post_srq_recv");
+	}
+	a = rc_qp(pd, cq);
+	b = rc_srq_qp(pd, cq, srq);
+	rc_to(a, b->qp_num, 1, 1001, 10);
+	rc_to(b, a->qp_num, 1, 1, 10);
+	{
+		struct ibv_sge s = { .addr = (uintptr_t)buf, .length = 64, .lkey = mr->lkey };
+		struct ibv_send_wr w = { .wr_id = 1, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND }, *bad;
+
+		if (ibv_post_send(a, &w, &bad))
+			die("ibv_post_send (A)");
+	}
+	/* A's SEND ends (NAKed or never acknowledged) */
+	for (double end = now() + 20; now() < end && !a_done;) {
+		if (ibv_poll_cq(cq, 1, &wc) != 1)
+			continue;
+		if (wc.wr_id == 1)
+			a_done = 1;
+		else if (wc.wr_id >= 100)
+			b_recvs++;
+	}
+	ibv_destroy_qp(b);
+	ibv_destroy_qp(a);
+	while (ibv_poll_cq(cq, 1, &wc) == 1)
+		b_recvs += wc.wr_id >= 100;
+	c = rc_srq_qp(pd, cq, srq);
+	d = rc_qp(pd, cq);
+	rc_to(c, d->qp_num, 1, 1, 14);
+	rc_to(d, c->qp_num, 1, 1, 14);
+	for (int i = 0; i < 4; i++) {
+		struct ibv_sge s = { .addr = (uintptr_t)buf, .length = 64, .lkey = mr->lkey };
+		struct ibv_send_wr w = { .wr_id = 10 + (uint64_t)i, .sg_list = &s, .num_sge = 1,
+					 .opcode = IBV_WR_SEND }, *bad;
+
+		if (ibv_post_send(d, &w, &bad))
+			die("ibv_post_send (D)");
+	}
+	for (double end = now() + 10; now() < end && recvs < 4;)
+		if (ibv_poll_cq(cq, 1, &wc) == 1 && wc.wr_id >= 100 && wc.status == IBV_WC_SUCCESS)
+			recvs++;
+	printf("security: srqkeep: %d completions at B (the out-of-sequence QP), %d of 4 SRQ WQEs used by C\n",
+	       b_recvs, recvs);
+	CHECK("srqkeep: every SRQ WQE either completes or stays in the SRQ", b_recvs + recvs == 4,
+	      "%d completed at B, %d used later (of 4 posted)", b_recvs, recvs);
+	ibv_destroy_qp(c);
+	ibv_destroy_qp(d);
+	ibv_destroy_srq(srq);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	return failures;
+}
+
+/* ------------------------------------------------------------------ resize */
+
+static int resize(void)
+{
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	char *buf = calloc(16 + 1, MSG + GRH);
+	struct ibv_mr *mr;
+	struct ibv_cq *scq = ibv_create_cq(ctx, 64, NULL, NULL, 0), *rcq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+	struct ibv_qp *tx, *rx;
+	struct ibv_ah *ah;
+	struct ibv_wc wc[16];
+	int sent = 0, got = 0;
+
+	if (!pd || !buf || !scq || !rcq)
+		die("setup");
+	mr = ibv_reg_mr(pd, buf, (size_t)17 * (MSG + GRH), IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		die("ibv_reg_mr");
+	ah = self_ah(pd);
+	tx = ud_qp(pd, scq, 16);
+	{
+		struct ibv_qp_init_attr ia = { .send_cq = scq, .recv_cq = rcq, .qp_type = IBV_QPT_UD,
+					       .cap = { .max_send_wr = 1, .max_recv_wr = 16, .max_send_sge = 1,
+							.max_recv_sge = 1 } };
+
+		rx = ibv_create_qp(pd, &ia);
+		if (!rx || tl_ud_rts(rx, QKEY, 0))
+			die("ibv_create_qp (receiver)");
+	}
+	for (int i = 0; i < 16; i++) {
+		struct ibv_sge rs = { .addr = (uintptr_t)buf + (size_t)(i + 1) * (MSG + GRH), .length = MSG + GRH,
+				      .lkey = mr->lkey };
+		struct ibv_recv_wr rw = { .wr_id = (uint64_t)i, .sg_list = &rs, .num_sge = 1 }, *rb;
+
+		if (ibv_post_recv(rx, &rw, &rb))
+			die("ibv_post_recv");
+	}
+	for (int i = 0; i < 16; i++) {
+		struct ibv_sge s = { .addr = (uintptr_t)buf, .length = MSG, .lkey = mr->lkey };
+		struct ibv_send_wr w = { .wr_id = (uint64_t)i, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND,
+					 .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+		w.wr.ud.ah = ah;
+		w.wr.ud.remote_qpn = rx->qp_num;
+		w.wr.ud.remote_qkey = QKEY;
+		if (ibv_post_send(tx, &w, &bad))
+			die("ibv_post_send");
+	}
+	for (double end = now() + 10; now() < end && sent < 16;) {
+		int n = ibv_poll_cq(scq, 16, wc);
+
+		sent += n > 0 ? n : 0;
+	}
+	usleep(200000); /* every datagram has arrived: 4 in the CQ, 12 waiting */
+	if (ibv_resize_cq(rcq, 64))
+		die("ibv_resize_cq");
+	for (double end = now() + 5; now() < end && got < 16;) {
+		int n = ibv_poll_cq(rcq, 16, wc);
+
+		got += n > 0 ? n : 0;
+	}
+	printf("security: resize: 16 datagrams sent (%d completed), %d receive completions after the resize\n", sent,
+	       got);
+	CHECK("resize: after ibv_resize_cq every waiting completion is polled, with no further traffic", got == 16,
+	      "%d of 16", got);
+	ibv_destroy_qp(tx);
+	ibv_destroy_qp(rx);
+	ibv_destroy_ah(ah);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(scq);
+	ibv_destroy_cq(rcq);
+	ibv_dealloc_pd(pd);
+	return failures;
+}
+
+/* ------------------------------------------------------------------ ipopts */
+
+static uint32_t crc32_le(uint32_t c, const uint8_t *p, size_t n)
+{
+	while (n--) {
+		c ^= *p++;
+		for (int k = 0; k < 8; k++)
+			c = (c >> 1) ^ (0xedb88320u & -(c & 1));
+	}
+	return c;
+}
+
+static int ipopts(const char *addr)
+{
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	uint8_t *buf = calloc(1, MSG + GRH);
+	struct ibv_mr *mr;
+	struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+	struct ibv_qp *rx;
+	struct ibv_wc wc;
+	struct in_addr ia;
+	uint8_t pkt[256], m[256];
+	const int ihl = 40, tlen = 12 + 8 + MSG + 4, total = ihl + 8 + tlen;
+	int fd, one = 1, got;
+	uint32_t c;
+
+	if (!pd || !buf || !cq || !inet_aton(addr, &ia))
+		die("setup");
+	mr = ibv_reg_mr(pd, buf, MSG + GRH, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		die("ibv_reg_mr");
+	rx = ud_qp(pd, cq, 2);
+	{
+		struct ibv_sge rs = { .addr = (uintptr_t)buf, .length = MSG + GRH, .lkey = mr->lkey };
+		struct ibv_recv_wr rw = { .wr_id = 1, .sg_list = &rs, .num_sge = 1 }, *rb;
+
+		if (ibv_post_recv(rx, &rw, &rb))
+			die("ibv_post_recv");
+	}
+	memset(pkt, 0, sizeof(pkt));
+	pkt[0] = 0x40 | (ihl / 4);
+	pkt[2] = total >> 8, pkt[3] = total & 0xff;
+	pkt[4] = 0x12, pkt[5] = 0x34; /* an ID of ours: the kernel would pick one (it is in the ICRC) */
+	pkt[8] = 64, pkt[9] = IPPROTO_UDP;
+	memcpy(pkt + 12, &ia, 4);
+	memcpy(pkt + 16, &ia, 4);
+	memset(pkt + 20, 0x01, ihl - 20); /* NOP options */
+	uint8_t *udp = pkt + ihl, *bth = udp + 8;
+	udp[0] = 0xc0, udp[1] = 0x01, udp[2] = 4791 >> 8, udp[3] = 4791 & 0xff;
+	udp[4] = (8 + tlen) >> 8, udp[5] = (8 + tlen) & 0xff;
+	bth[0] = 0x64; /* UD SEND only */
+	bth[2] = bth[3] = 0xff;
+	bth[5] = rx->qp_num >> 16, bth[6] = rx->qp_num >> 8, bth[7] = rx->qp_num;
+	bth[12] = QKEY >> 24, bth[13] = QKEY >> 16, bth[14] = QKEY >> 8, bth[15] = QKEY & 0xff;
+	bth[19] = 0x77; /* source QP */
+	memset(bth + 20, 'o', MSG);
+	/* ICRC (IBTA A17.8: 8 bytes of ones, the IP header with TOS, TTL and
+	 * checksum masked, UDP with its checksum masked, BTH's reserved byte) */
+	memcpy(m, pkt, total - 4);
+	m[1] = m[8] = m[10] = m[11] = 0xff;
+	m[ihl + 6] = m[ihl + 7] = 0xff;
+	m[ihl + 8 + 4] = 0xff;
+	{
+		static const uint8_t ones[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+
+		c = ~crc32_le(crc32_le(0xffffffffu, ones, 8), m, (size_t)total - 4);
+	}
+	pkt[total - 4] = c, pkt[total - 3] = c >> 8, pkt[total - 2] = c >> 16, pkt[total - 1] = c >> 24;
+	fd = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
+	if (fd < 0)
+		die("raw socket (needs CAP_NET_RAW)");
+	setsockopt(fd, IPPROTO_IP, IP_HDRINCL, &one, sizeof(one));
+	{
+		struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr = ia };
+
+		if (sendto(fd, pkt, total, 0, (struct sockaddr *)&to, sizeof(to)) != total)
+			die("sendto");
+	}
+	got = wait_one(cq, &wc, 5);
+	printf("security: ipopts: %s; GRH bytes 0, 20: %#x %#x\n",
+	       got == 1 ? ibv_wc_status_str(wc.status) : "no completion", buf[0], buf[20]);
+	CHECK("ipopts: a UD SEND with IPv4 options arrives", got == 1 && wc.status == IBV_WC_SUCCESS, "%s",
+	      got == 1 ? ibv_wc_status_str(wc.status) : "no completion in 5 s");
+	CHECK("ipopts: its GRH holds an IPv4 header (version 4 and the source address in its last 20 bytes)",
+	      got == 1 && (wc.wc_flags & IBV_WC_GRH) && buf[20] >> 4 == 4 && !memcmp(buf + 32, &ia, 4) &&
+		      buf[0] == 0,
+	      "GRH[0] %#x, GRH[20] %#x", buf[0], buf[20]);
+	close(fd);
+	ibv_destroy_qp(rx);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	return failures;
+}
+
 /* --------------------------------------------------------------------- hog */
 
 static int hog(void)
@@ -527,6 +984,14 @@ int main(int argc, char **argv)
 		return pdwrap(strtoull(argv[4], NULL, 16), argc > 5 ? atol(argv[5]) : 8256) ? 1 : 0;
 	if (!strcmp(argv[1], "events"))
 		return events(argc > 4 ? atoi(argv[4]) : 6) ? 1 : 0;
+	if (!strcmp(argv[1], "ipopts") && argc >= 5)
+		return ipopts(argv[4]) ? 1 : 0;
+	if (!strcmp(argv[1], "resize"))
+		return resize() ? 1 : 0;
+	if (!strcmp(argv[1], "srqkeep"))
+		return srqkeep() ? 1 : 0;
+	if (!strcmp(argv[1], "intrude"))
+		return intrude() ? 1 : 0;
 	if (!strcmp(argv[1], "hog"))
 		return hog() ? 1 : 0;
 	if (!strcmp(argv[1], "uaf") && argc >= 5)

@@ -524,6 +524,14 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         self.rq.len()
     }
 
+    /// RC: the PSN the responder expects next (the one request that may
+    /// begin a new message; duplicates and requests ahead of it never take
+    /// a receive WQE). The glue takes an SRQ's WQE for a packet only when
+    /// its PSN is this one.
+    pub fn expected_psn(&self) -> Psn {
+        self.resp.epsn
+    }
+
     /// Whether the send queue has drained: in SQD, the moment the glue may
     /// raise `IB_EVENT_SQ_DRAINED`.
     pub fn is_send_idle(&self) -> bool {
