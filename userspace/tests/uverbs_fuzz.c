@@ -53,8 +53,10 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <endian.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <infiniband/verbs.h>
@@ -74,6 +76,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -623,20 +626,29 @@ struct wcmd {
 
 static const uint32_t small_or_wild[] = { 0, 1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 63, 64, 127, 128, 255, 256, 1023, 4096 };
 
-/* A count (queue depth, SGEs): mostly small, sometimes at or past a limit. */
+/*
+ * A count (queue depth, SGEs): mostly small, sometimes at or past a limit.
+ * "At the limit" stays within what a guest can afford, 16384 (rdma_rxe
+ * advertises 2^20 WRs of 32 SGEs: a few of those exhaust the guest's memory,
+ * which nothing charges to the process); past it is refused, whatever the
+ * limit.
+ */
+#define QTY_AFFORD 16384u
 static uint32_t qty(struct th *t, uint32_t limit)
 {
 	int c = rn(t, 100);
 
-	if (c < 70)
+	if (c < 72)
 		return 1 + rn(t, 64);
-	if (c < 80)
+	if (c < 82)
 		return small_or_wild[rn(t, sizeof(small_or_wild) / sizeof(small_or_wild[0]))];
-	if (c < 88)
-		return limit;
-	if (c < 94)
+	if (c < 86)
+		return limit <= QTY_AFFORD ? limit : QTY_AFFORD;
+	if (c < 93)
 		return limit + 1;
-	return c < 97 ? 0xffffffffu : (uint32_t)rnd(t);
+	if (c < 97)
+		return 0xffffffffu;
+	return (uint32_t)rnd(t) | (limit > QTY_AFFORD ? 0x80000000u : 0); /* (refused) */
 }
 
 static void fill_gid(struct th *t, uint8_t *g)
@@ -2567,7 +2579,59 @@ struct runner {
 	pthread_t tid;
 	struct th t;
 	void *(*fn)(void *);
+	const char *role;
 };
+
+/* Who each thread is, for the watchdog's report. */
+static struct {
+	pid_t tid;
+	const char *role;
+} roles[64];
+static pthread_mutex_t roles_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void set_role(const char *role)
+{
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+
+	pthread_mutex_lock(&roles_lock);
+	for (int i = 0; i < 64; i++)
+		if (!roles[i].tid || roles[i].tid == tid) {
+			roles[i].tid = tid;
+			roles[i].role = role;
+			break;
+		}
+	pthread_mutex_unlock(&roles_lock);
+}
+
+static void clear_role(void)
+{
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+
+	pthread_mutex_lock(&roles_lock);
+	for (int i = 0; i < 64; i++)
+		if (roles[i].tid == tid)
+			roles[i].tid = 0;
+	pthread_mutex_unlock(&roles_lock);
+}
+
+static const char *role_of(pid_t tid)
+{
+	for (int i = 0; i < 64; i++)
+		if (roles[i].tid == tid)
+			return roles[i].role;
+	return "?";
+}
+
+static void *run_role(void *arg)
+{
+	struct runner *r = arg;
+	void *ret;
+
+	set_role(r->role);
+	ret = r->fn(&r->t);
+	clear_role();
+	return ret;
+}
 
 static void *raw_loop(void *arg)
 {
@@ -2584,7 +2648,9 @@ static void start(struct runner *r, int k, struct target *tg, atomic_int *stop, 
 	r->t.stop = stop;
 	r->t.end = end;
 	r->fn = fn;
-	if (pthread_create(&r->tid, NULL, fn, &r->t)) {
+	r->role = fn == raw_loop ? (tg == &tg_r ? "raw(ctx_r)" : tg == &tg_v ? "raw(ctx_v)" : "raw(other)")
+		  : fn == vset_traffic ? "traffic" : "attack";
+	if (pthread_create(&r->tid, NULL, run_role, r)) {
 		perror("uverbs_fuzz: pthread_create");
 		exit(2);
 	}
@@ -2964,9 +3030,85 @@ static void progress(double t0)
 	fflush(stdout);
 }
 
+/* SIGUSR2: the thread's own backtrace (addresses: addr2line -e uverbs_fuzz) */
+static void backtrace_handler(int sig)
+{
+	void *b[40];
+	char line[96];
+	int n = backtrace(b, 40);
+	int l = snprintf(line, sizeof(line), "uverbs_fuzz:   backtrace of thread %ld (%s):\n", (long)syscall(SYS_gettid),
+			 role_of((pid_t)syscall(SYS_gettid)));
+
+	(void)sig;
+	if (write(1, line, (size_t)l) < 0 || n <= 0)
+		return;
+	backtrace_symbols_fd(b, n, 1);
+}
+
+static void read_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+
+	buf[0] = 0;
+	if (f) {
+		if (!fgets(buf, (int)len, f))
+			buf[0] = 0;
+		fclose(f);
+	}
+	buf[strcspn(buf, "\n")] = 0;
+}
+
+/* Every thread: its role, state, where it sleeps, its system call; then
+ * the backtraces of those that can still run a signal handler. */
+static void dump_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	pid_t tids[256];
+	int n = 0;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)) && n < 256) {
+		char path[320], stat[512], wchan[128], sc[256];
+		const char *st;
+
+		if (e->d_name[0] == '.')
+			continue;
+		tids[n++] = (pid_t)atoi(e->d_name);
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
+		read_line(path, stat, sizeof(stat));
+		st = strrchr(stat, ')');
+		snprintf(path, sizeof(path), "/proc/self/task/%s/wchan", e->d_name);
+		read_line(path, wchan, sizeof(wchan));
+		snprintf(path, sizeof(path), "/proc/self/task/%s/syscall", e->d_name);
+		read_line(path, sc, sizeof(sc));
+		printf("uverbs_fuzz:   thread %s (%s): state %c, wchan %s, syscall %s\n", e->d_name,
+		       role_of(tids[n - 1]), st && st[1] ? st[2] : '?', wchan[0] ? wchan : "-", sc);
+	}
+	closedir(d);
+	fflush(stdout);
+	for (int i = 0; i < n; i++)
+		if (tids[i] != (pid_t)syscall(SYS_gettid))
+			syscall(SYS_tgkill, getpid(), tids[i], SIGUSR2);
+	sleep(2);
+	{
+		char line[512];
+		FILE *f = fopen("/proc/self/maps", "r");
+
+		while (f && fgets(line, sizeof(line), f)) /* where the program is loaded */
+			if (strstr(line, "uverbs_fuzz") && strstr(line, "r-xp"))
+				printf("uverbs_fuzz:   %s", line);
+		if (f)
+			fclose(f);
+	}
+	fflush(stdout);
+}
+
 static void *watchdog(void *arg)
 {
 	(void)arg;
+	set_role("watchdog");
 	for (;;) {
 		long d = atomic_load(&phase_deadline_ms);
 
@@ -2974,7 +3116,7 @@ static void *watchdog(void *arg)
 		if (d && now() * 1000 > d + 60000) {
 			printf("uverbs_fuzz: HANG: phase %s (number %" PRIu64 ") did not end within 60 s of its time\n",
 			       phase_now, phase_no);
-			fflush(stdout);
+			dump_threads();
 			_exit(3);
 		}
 	}
@@ -3055,6 +3197,13 @@ int main(int argc, char **argv)
 		usage();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
+	{
+		void *b[2];
+
+		backtrace(b, 2); /* (loads what backtrace needs, before any signal) */
+		signal(SIGUSR2, backtrace_handler);
+	}
+	set_role("main");
 	if (!getrlimit(RLIMIT_NOFILE, &rl)) {
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
