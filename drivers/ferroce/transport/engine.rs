@@ -14,17 +14,6 @@
 //! - after any of the above: [`Qp::poll_send_cq`] / [`Qp::poll_recv_cq`]
 //!   until `None`, moving completions to the CQs.
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::arithmetic_side_effects
-    )
-)]
-
 use super::error::Error;
 use super::memory::Memory;
 use super::pkt;

@@ -7,17 +7,6 @@
 //! bytes to be gathered straight from registered memory in between (no
 //! intermediate copy).
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::arithmetic_side_effects
-    )
-)]
-
 use super::wire::{
     pad_count, AethRepr, AethSyndrome, AtomicAckEthRepr, AtomicEthRepr, Bth, BthRepr, DethRepr,
     ExtHeader, IethRepr, ImmDtRepr, Opcode, OpcodeInfo, PKey, Psn, RethRepr,

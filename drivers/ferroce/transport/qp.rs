@@ -6,17 +6,6 @@
 //! attributes it requires and allows. Attribute mask bits equal
 //! `enum ibv_qp_attr_mask`, so the kernel glue passes masks through.
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::arithmetic_side_effects
-    )
-)]
-
 use super::error::Error;
 
 /// `enum ibv_qp_state`.

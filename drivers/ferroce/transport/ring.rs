@@ -3,17 +3,6 @@
 //! The kernel hands in a `KVec`/`KBox<[T]>` sized from `ibv_qp_cap`, the
 //! host tests an array or a `Vec`; the ring never allocates.
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::arithmetic_side_effects
-    )
-)]
-
 use core::marker::PhantomData;
 
 /// Backing storage of a [`Ring`]: any owned slice of slots.

@@ -1,16 +1,5 @@
 //! Gather and scatter over a work request's scatter/gather list.
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::arithmetic_side_effects
-    )
-)]
-
 use super::memory::{Key, MemError, Memory};
 use super::verbs::Sge;
 

@@ -1,17 +1,6 @@
 //! Unreliable Datagram: the SQ Logic and RQ Logic of IBTA chapter 9/10 for
 //! UD (one packet per message, no responses).
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::arithmetic_side_effects
-    )
-)]
-
 use super::engine::{complete_recv, NetHeader, Qp, RecvSlot, RxOutcome, SendSlot, Transmit};
 use super::memory::Memory;
 use super::pkt::{self, Hdrs, Rx};

@@ -5,17 +5,6 @@
 //! `enum ibv_wr_opcode`, `enum ibv_send_flags`, ...), so the kernel glue and
 //! the provider pass them through without translation tables.
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::arithmetic_side_effects
-    )
-)]
-
 /// Scatter/gather entries per work request (`max_send_sge`/`max_recv_sge`).
 pub const MAX_SGE: usize = 6;
 

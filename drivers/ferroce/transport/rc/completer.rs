@@ -7,17 +7,6 @@
 //! requester error completes the WQE with its `ibv_wc_status` and moves the
 //! QP to ERR, flushing the rest (IBTA: RC has no SQE state).
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::arithmetic_side_effects
-    )
-)]
-
 use super::super::engine::{Qp, RecvSlot, RxOutcome, SendSlot};
 use super::super::memory::Memory;
 use super::super::pkt::Rx;

@@ -5,17 +5,6 @@
 //! unacknowledged PSNs, and go-back-N repositioning ([`Qp::seek`]) for the
 //! completer.
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::arithmetic_side_effects
-    )
-)]
-
 use super::super::engine::{Qp, RecvSlot, SendSlot, Transmit};
 use super::super::memory::Memory;
 use super::super::pkt::{self, AtomicReq, Hdrs, Reth};

