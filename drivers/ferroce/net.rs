@@ -170,8 +170,8 @@ impl Notify {
         }
     }
 
-    /// Runs the recorded handlers and releases their pins.
-    fn fire(&mut self) {
+    /// Runs the recorded handlers (`call`) and releases their pins.
+    fn fire(&mut self, call: bool) {
         let n = core::mem::take(&mut self.n);
         for c in self.cqs.iter_mut().take(n).filter_map(Option::take) {
             // SAFETY: the CQ was in its table when pinned under the device
@@ -180,7 +180,9 @@ impl Notify {
             // CQ only after that), so both the CQ and its entry's counter
             // are alive here.
             unsafe {
-                b::ferroce_call_comp_handler(c.ibcq);
+                if call {
+                    b::ferroce_call_comp_handler(c.ibcq);
+                }
                 (*c.pins).fetch_sub(1, Ordering::Release);
             }
         }
@@ -191,7 +193,7 @@ impl Notify {
     /// `event_due` are collected under the lock, `NOTIFY_CQS` at a time (a
     /// loop bounded by the number of CQs, each taken once).
     pub(crate) fn run(mut self, dev: &FerroceDevice) {
-        self.fire();
+        self.fire(true);
         while core::mem::take(&mut self.overflowed) {
             {
                 let mut st = dev.state.lock();
@@ -207,7 +209,7 @@ impl Notify {
                     self.add(cq);
                 }
             }
-            self.fire();
+            self.fire(true);
         }
     }
 }
@@ -216,11 +218,7 @@ impl Drop for Notify {
     /// A pass that did not run its handlers (it cannot happen on today's
     /// paths) must still release its pins, or destroy_cq would wait forever.
     fn drop(&mut self) {
-        let n = core::mem::take(&mut self.n);
-        for c in self.cqs.iter_mut().take(n).filter_map(Option::take) {
-            // SAFETY: as in `fire`: pinned, so still alive.
-            unsafe { (*c.pins).fetch_sub(1, Ordering::Release) };
-        }
+        self.fire(false);
     }
 }
 
@@ -1204,7 +1202,7 @@ fn rx_locked(
         return after;
     }
     if let Some(sender) = from {
-        if e.qp.qp_type() != QpType::Rc || e.qp.attr().dest_qp_num != sender {
+        if e.qp.qp_type() != QpType::Rc || e.qp.dest_qp_num() != sender {
             dev.count(Counter::RxAddrMismatch);
             return after;
         }
@@ -1213,18 +1211,18 @@ fn rx_locked(
     // one begins and the QP has none.
     crate::rings::pull_rq(dev, e);
     if let Some(si) = e.srq {
-        let needs = transport
-            .first()
-            .and_then(|&op| crate::transport::wire::Opcode(op).info().ok())
-            .is_some_and(|i| i.is_request() && i.consumes_recv_wqe());
         // Only the request the responder will execute next takes a WQE
         // out of the SRQ (IBTA: an SRQ's WQEs stay there until a message
         // consumes one): a duplicate, or a packet ahead of the expected
         // PSN, must not move one into this QP, where a reset or destroy
         // would lose it.
         use crate::transport::qp::QpState;
-        let psn = transport.get(9..12).and_then(|p| <[u8; 3]>::try_from(p).ok()).map(|[x, y, z]| u32::from_be_bytes([0, x, y, z]));
-        let next = psn == Some(e.qp.expected_psn().value())
+        let bth = crate::transport::wire::Bth::new_checked(transport).ok();
+        let needs = bth
+            .as_ref()
+            .and_then(|h| h.opcode().info().ok())
+            .is_some_and(|i| i.is_request() && i.consumes_recv_wqe());
+        let next = bth.as_ref().is_some_and(|h| h.psn() == e.qp.expected_psn())
             && !matches!(e.qp.state(), QpState::Reset | QpState::Init | QpState::Err);
         if needs && next && e.qp.recv_queue_len() == 0 {
             if let Some(srq) = st.srqs.get_mut(si).and_then(|x| x.as_deref_mut()) {
@@ -1238,7 +1236,7 @@ fn rx_locked(
                             let _ = e.qp.fail_recv(wr_id, crate::transport::verbs::WcStatus::LocQpOpErr);
                         }
                     }
-                    if fire && after.srq_event.is_none() {
+                    if fire {
                         srq.pins.fetch_add(1, Ordering::Relaxed);
                         after.srq_event = Some((srq.ibsrq, &srq.pins));
                     }

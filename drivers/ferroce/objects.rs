@@ -14,7 +14,7 @@ use crate::net::{self, Notify};
 use crate::rdma::{errno, FerroceDevice, FerroceUcontext, CTX_MAX_AH, CTX_MAX_PD};
 use crate::rings::QpRings;
 use crate::state::{
-    take_unused, AhEntry, Av, CqEntry, PdOwner, FastMr, UserRing, MrEntry, MrKind, QpEntry, Slots, SrqEntry, GSI_QPN, MAX_CQE,
+    take_unused, AhEntry, Returned, Av, CqEntry, PdOwner, FastMr, UserRing, MrEntry, MrKind, QpEntry, Slots, SrqEntry, GSI_QPN, MAX_CQE,
     MAX_FAST_PAGES, MAX_FAST_PAGE_SIZE, MAX_QP_WR, PAGE_SIZE, SRQ_QP_SLOTS,
 };
 use crate::transport::engine::{Qp, QpConfig, RecvSlot, SendSlot};
@@ -679,6 +679,7 @@ pub(crate) unsafe extern "C" fn create_qp(
             // Allocated before the lock: a failure under it would drop the
             // rings there, and unmapping them may sleep.
             let boxed = KBox::<QpEntry>::new_uninit(GFP_KERNEL)?;
+            let srq_spare = if srq.is_some() { Some(Returned::new()?) } else { None };
             let mut st = dev.state.lock();
             let qpn = st.alloc_qpn(gsi, uctx.is_some()).ok_or(if gsi { EBUSY } else { ENOMEM })?;
             let mut qp = Qp::new(
@@ -719,7 +720,7 @@ pub(crate) unsafe extern "C" fn create_qp(
                     tx_max_psn: None,
                     ud_direct: false,
                     srq,
-                    user: rings.is_some(),
+                    srq_spare,
                     pd,
                     rings,
                 },
@@ -818,15 +819,27 @@ pub(crate) unsafe extern "C" fn modify_qp(
                 return Err(EINVAL);
             }
             let path = if m & mask::AV != 0 { Some(av_from_attr(&(*attr).ah_attr)?) } else { None };
+            // A reset may give an SRQ's WQE back (`QpEntry::give_back`),
+            // using up the QP's node: the next one, before the lock.
+            let reset = m & mask::STATE != 0 && a.qp_state == QpState::Reset;
+            let mut spare = if reset { Some(Returned::new()?) } else { None };
             let mut notify = Notify::new();
             let ret = {
                 let mut st = dev.state.lock();
-                let e = st.qp(qpn).ok_or(EINVAL)?;
+                let st = &mut *st;
+                let e = st.qps.get_mut(qpn as usize).and_then(|x| x.as_deref_mut()).ok_or(EINVAL)?;
                 if path.is_some() && e.qp.qp_type() != QpType::Rc {
                     return Err(EINVAL);
                 }
+                let unfinished = if reset { e.qp.unfinished_recv() } else { None };
                 let r = e.qp.modify(&a, m).map_err(|e| Error::from_errno(e.errno()));
                 if r.is_ok() {
+                    if reset {
+                        e.give_back(unfinished, &mut st.srqs);
+                        if e.srq.is_some() && e.srq_spare.is_none() {
+                            e.srq_spare = spare.take();
+                        }
+                    }
                     if e.qp.qp_type() == QpType::Ud {
                         e.qp.set_path_mtu(mtu);
                     }
@@ -835,7 +848,7 @@ pub(crate) unsafe extern "C" fn modify_qp(
                     }
                     e.arm_timer();
                 }
-                net::drain(dev, &mut st, qpn, 0, &mut notify);
+                net::drain(dev, st, qpn, 0, &mut notify);
                 r
             };
             notify.run(dev);
@@ -902,7 +915,7 @@ pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::
         let dev = dev_of((*ibqp).device);
         let entry = {
             let mut st = dev.state.lock();
-            let entry = st.qps.get_mut(qpn_of(ibqp) as usize).and_then(|s| s.take());
+            let mut entry = st.qps.get_mut(qpn_of(ibqp) as usize).and_then(|s| s.take());
             if let Some(e) = &entry {
                 for i in [e.send_cq, e.recv_cq] {
                     if let Some(Some(c)) = st.cqs.get_mut(i) {
@@ -913,6 +926,10 @@ pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::
                 if let Some(Some(x)) = e.srq.and_then(|i| st.srqs.get_mut(i)) {
                     x.users = x.users.saturating_sub(1);
                 }
+            }
+            if let Some(e) = entry.as_deref_mut() {
+                let w = e.qp.unfinished_recv();
+                e.give_back(w, &mut st.srqs);
             }
             entry
         };

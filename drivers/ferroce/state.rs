@@ -13,7 +13,7 @@ use crate::ffi as b;
 use crate::transport::engine::{Qp, RecvSlot, SendSlot};
 use crate::transport::memory::{Key, MemError, Memory};
 use crate::transport::verbs::{access, Cqe, FastReg, RecvWqe};
-use crate::transport::wire::{Opcode, Psn, Transport};
+use crate::transport::wire::{Bth, Psn, Transport};
 use core::sync::atomic::AtomicU32;
 use kernel::prelude::*;
 
@@ -107,38 +107,55 @@ pub(crate) struct QpEntry {
     pub(crate) ud_direct: bool,
     /// The SRQ the QP takes its receive WQEs from.
     pub(crate) srq: Option<usize>,
-    /// A process's QP: its SQ and RQ rings.
+    /// On an SRQ: the node that carries the WQE of an unfinished message
+    /// back to the SRQ if the QP is reset or destroyed (`give_back`),
+    /// allocated before the lock so that giving back never allocates.
+    pub(crate) srq_spare: Option<KBox<Returned>>,
+    /// A process's QP (every one has them): its SQ and RQ rings.
     pub(crate) rings: Option<crate::rings::QpRings>,
-    /// Created by a process (`ib_qp` with a user object), rings or not.
-    pub(crate) user: bool,
     /// Its PD's handle: a UD packet goes out only through an AH of this PD.
     pub(crate) pd: u32,
 }
 
 impl QpEntry {
+    /// After a reset, or at destroy, of a QP on an SRQ: `w`, the receive
+    /// WQE it had taken for a message that had not completed
+    /// (`Qp::unfinished_recv` before the reset), goes back to the SRQ
+    /// (IBTA: an SRQ's WQE leaves it only to complete; ERR completes it
+    /// with a flush error instead). A QP holds at most one such WQE (it
+    /// takes one only when it holds none) and one spare node, used up here:
+    /// `modify_qp` brings a new one for every reset.
+    pub(crate) fn give_back(&mut self, w: Option<RecvWqe>, srqs: &mut [Option<KBox<SrqEntry>>]) {
+        let (Some(si), Some(w)) = (self.srq, w) else { return };
+        let (Some(srq), Some(mut n)) = (srqs.get_mut(si).and_then(|x| x.as_deref_mut()), self.srq_spare.take()) else {
+            return;
+        };
+        n.wqe = w;
+        n.next = srq.back.take();
+        srq.back = Some(n);
+    }
+
     /// Where AH `ah` sends, if it exists and is in this QP's PD (looked
     /// up again when the datagram is sent: the AH may have been destroyed
     /// and its slot reused by another PD since the WQE was posted).
     pub(crate) fn ah_av(&self, ahs: &[Option<AhEntry>], ah: u32) -> Option<Av> {
         ahs.get(ah as usize).copied().flatten().filter(|a| a.pd == self.pd).map(|a| a.av)
     }
-}
 
-impl QpEntry {
     /// Notes a transmitted packet (`pkt`: BTH onward); true when it is an
     /// RC request at or below the highest PSN sent so far: a retransmission.
     pub(crate) fn note_request(&mut self, pkt: Option<&[u8]>) -> bool {
-        let Some(p) = pkt else { return false };
-        let (Some(&op), Some(b)) = (p.first(), p.get(9..12)) else {
+        let Some(bth) = pkt.and_then(|p| Bth::new_checked(p).ok()) else {
             return false;
         };
-        let is_rc_request = Opcode(op)
+        let is_rc_request = bth
+            .opcode()
             .info()
             .is_ok_and(|i| i.transport == Transport::Rc && i.is_request());
         if !is_rc_request {
             return false;
         }
-        let psn = Psn::new(u32::from_be_bytes([0, b[0], b[1], b[2]]));
+        let psn = bth.psn();
         match self.tx_max_psn {
             Some(max) if !psn.is_after(max) => true,
             _ => {
@@ -407,9 +424,24 @@ fn user_cqe(c: &Cqe) -> b::ferroce_cqe {
     o
 }
 
+/// A receive WQE given back to its SRQ (`QpEntry::give_back`), in a list
+/// of nodes that the QPs on the SRQ brought with them.
+pub(crate) struct Returned {
+    wqe: RecvWqe,
+    next: Option<KBox<Returned>>,
+}
+
+impl Returned {
+    pub(crate) fn new() -> Result<KBox<Self>> {
+        Ok(KBox::new(Self { wqe: RecvWqe::default(), next: None }, GFP_KERNEL)?)
+    }
+}
+
 /// A shared receive queue: a FIFO of receive WQEs that QPs attached to it
 /// take from when a message arrives.
 pub(crate) struct SrqEntry {
+    /// WQEs given back by QPs reset or destroyed mid-message: taken first.
+    back: Option<KBox<Returned>>,
     ring: KVVec<RecvWqe>,
     head: usize,
     len: usize,
@@ -429,13 +461,24 @@ pub(crate) struct SrqEntry {
 // SAFETY: as for CqEntry: the core's SRQ outlives the entry.
 unsafe impl Send for SrqEntry {}
 
+impl Drop for SrqEntry {
+    /// The given-back list, one node at a time (a recursive drop would
+    /// take stack in proportion to its length).
+    fn drop(&mut self) {
+        let mut n = self.back.take();
+        while let Some(mut x) = n {
+            n = x.next.take();
+        }
+    }
+}
+
 impl SrqEntry {
     pub(crate) fn new(ibsrq: *mut b::ib_srq, max_wr: usize, max_sge: u32, limit: u32) -> Result<KBox<Self>> {
         let mut ring = KVVec::with_capacity(max_wr, GFP_KERNEL)?;
         for _ in 0..max_wr {
             ring.push(RecvWqe::default(), GFP_KERNEL)?;
         }
-        Ok(KBox::new(Self { ring, head: 0, len: 0, max_sge, limit, users: 0, ibsrq, user: None, taken: 0, pins: AtomicU32::new(0) }, GFP_KERNEL)?)
+        Ok(KBox::new(Self { back: None, ring, head: 0, len: 0, max_sge, limit, users: 0, ibsrq, user: None, taken: 0, pins: AtomicU32::new(0) }, GFP_KERNEL)?)
     }
 
     /// A process's SRQ, whose WQEs come from `ring`.
@@ -476,6 +519,10 @@ impl SrqEntry {
     /// ring), and whether taking it crossed the armed limit (the limit
     /// disarms itself then).
     pub(crate) fn take(&mut self) -> Option<(core::result::Result<RecvWqe, u64>, bool)> {
+        if let Some(mut n) = self.back.take() {
+            self.back = n.next.take();
+            return Some((Ok(n.wqe), false));
+        }
         if let Some(r) = self.user.take() {
             let out = self.pop_user(&r);
             self.user = Some(r);
@@ -649,10 +696,11 @@ fn user_room<T>(t: &[Option<T>], first: usize) -> bool {
 }
 
 /// Finds a free slot at or after `next` (cyclically, so that a freed
-/// number is not reused soon), skipping indices below `first`.
-fn alloc_slot<T>(t: &[Option<T>], next: &mut usize, first: usize) -> Option<usize> {
+/// number is not reused soon), skipping indices below `first`. For a
+/// process (`user`), none unless more than `KERNEL_RESERVE` are free.
+fn alloc_slot<T>(t: &[Option<T>], next: &mut usize, first: usize, user: bool) -> Option<usize> {
     let n = t.len();
-    if n <= first {
+    if n <= first || (user && !user_room(t, first)) {
         return None;
     }
     for i in 0..n {
@@ -700,10 +748,7 @@ impl DevState {
         if gsi {
             return matches!(self.qps.get(GSI_QPN), Some(None)).then_some(GSI_QPN);
         }
-        if user && !user_room(&self.qps, FIRST_QPN) {
-            return None;
-        }
-        alloc_slot(&self.qps, &mut self.next_qp, FIRST_QPN)
+        alloc_slot(&self.qps, &mut self.next_qp, FIRST_QPN, user)
     }
 
     pub(crate) fn qp(&mut self, qpn: u32) -> Option<&mut QpEntry> {
@@ -711,32 +756,20 @@ impl DevState {
     }
 
     pub(crate) fn alloc_cq(&mut self, user: bool) -> Option<usize> {
-        if user && !user_room(&self.cqs, 0) {
-            return None;
-        }
-        alloc_slot(&self.cqs, &mut self.next_cq, 0)
+        alloc_slot(&self.cqs, &mut self.next_cq, 0, user)
     }
 
     pub(crate) fn alloc_srq(&mut self, user: bool) -> Option<usize> {
-        if user && !user_room(&self.srqs, 0) {
-            return None;
-        }
-        alloc_slot(&self.srqs, &mut self.next_srq, 0)
+        alloc_slot(&self.srqs, &mut self.next_srq, 0, user)
     }
 
     pub(crate) fn alloc_ah(&mut self, user: bool) -> Option<usize> {
-        if user && !user_room(&self.ahs, 1) {
-            return None;
-        }
-        alloc_slot(&self.ahs, &mut self.next_ah, 1)
+        alloc_slot(&self.ahs, &mut self.next_ah, 1, user)
     }
 
     /// A new PD handle (never 0, never one of a live PD).
     pub(crate) fn alloc_pd(&mut self, owner: PdOwner) -> Option<u32> {
-        if owner == PdOwner::User && !user_room(&self.pds, 1) {
-            return None;
-        }
-        let idx = alloc_slot(&self.pds, &mut self.next_pd, 1)?;
+        let idx = alloc_slot(&self.pds, &mut self.next_pd, 1, owner == PdOwner::User)?;
         *self.pds.get_mut(idx)? = Some(owner);
         Some(idx as u32)
     }
@@ -752,10 +785,8 @@ impl DevState {
     /// the one the index had before, so a freed key does not come back at
     /// once and a key cannot be guessed from the order of registrations.
     pub(crate) fn insert_mr(&mut self, mut mr: MrEntry) -> Option<u32> {
-        if matches!(mr.kind, MrKind::User { .. }) && !user_room(&self.mrs, 1) {
-            return None;
-        }
-        let idx = alloc_slot(&self.mrs, &mut self.next_mr, 1)?;
+        let user = matches!(mr.kind, MrKind::User { .. });
+        let idx = alloc_slot(&self.mrs, &mut self.next_mr, 1, user)?;
         let gen = self.mr_gen.get_mut(idx)?;
         // SAFETY: reads the kernel's random number generator.
         let mut byte = (unsafe { b::ferroce_random_u32() } & 0xff) as u8;
@@ -797,7 +828,7 @@ pub(crate) struct Mem<'a> {
 impl<'a> Mem<'a> {
     /// The view for QP entry `e`.
     pub(crate) fn of(mrs: &'a mut [Option<MrEntry>], dev: &'a crate::rdma::FerroceDevice, e: &QpEntry) -> Self {
-        Mem { mrs, dev, user: e.rings.is_some() || e.user }
+        Mem { mrs, dev, user: e.rings.is_some() }
     }
 }
 

@@ -20,7 +20,10 @@
 #      PSN and R_Key SENDs and WRITEs to it through the device's own
 #      address: nothing lands, the victim's peer goes on;
 #   7. SRQ: a QP that only got out-of-sequence packets is destroyed; the
-#      SRQ still holds every WQE posted to it;
+#      SRQ still holds every WQE posted to it. A QP in the middle of a
+#      message (a raw SEND_FIRST, the rest never sent) is moved to ERR (its
+#      WQE completes, flushed), reset or destroyed (its WQE is back in the
+#      SRQ: the next QP on it receives into it);
 #   8. resize_cq: completions that waited for room in a full CQ arrive
 #      after the resize, with no further traffic;
 #  10. an IPv4 header of 40 bytes (options) is IPv4, not IPv6;
@@ -53,6 +56,9 @@ check "chain: 256 chained device-local RC QPs, one doorbell" timeout 300 $T/host
 check "ipopts: an IPv4 header with options is taken for IPv4" timeout 60 $T/security ipopts fr0 "$G" 10.0.2.15
 check "resize: completions waiting for room arrive after ibv_resize_cq" timeout 60 $T/security resize fr0 "$G"
 check "srqkeep: SRQ WQEs are not lost to an out-of-sequence QP's destroy" timeout 120 $T/security srqkeep fr0 "$G"
+for m in err reset destroy; do
+	check "srqmid $m: the SRQ WQE of a message in progress is not lost" timeout 60 $T/security srqmid fr0 "$G" 10.0.2.15 $m
+done
 check "intrude: a co-located intruder cannot write into an RC connection" timeout 120 $T/security intrude fr0 "$G"
 # 6: the hog runs as nobody (the device files opened to everyone, as common
 # rdma-core setups do); it holds until its standard input closes

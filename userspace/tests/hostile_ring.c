@@ -298,26 +298,33 @@ static void post_recv(struct qp *q)
 
 #define RC_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 
-static void connect_rc(struct qp *e, struct qp *p)
+/* Connects QP e to peer QP number dest through the device's own address,
+ * PSNs starting at 1, with the given ACK timeout and retry counts. */
+static void connect_rc_to(struct qp *e, uint32_t dest, int timeout, int retry)
 {
 	struct tl_rc_conn c = {
 		.access = RC_ACCESS,
 		.mtu = port.active_mtu,
-		.dest_qpn = p->qp->qp_num,
+		.dest_qpn = dest,
 		.rq_psn = 1,
 		.sq_psn = 1,
 		.dgid = gid,
 		.sgid_index = gid_index,
 		.max_dest_rd_atomic = 1,
 		.max_rd_atomic = 1,
-		.timeout = 10,
-		.retry_cnt = 3,
-		.rnr_retry = 3,
+		.timeout = timeout,
+		.retry_cnt = retry,
+		.rnr_retry = retry,
 	};
 	const char *failed = tl_rc_connect(e->qp, &c);
 
 	if (failed)
 		die(failed);
+}
+
+static void connect_rc(struct qp *e, struct qp *p)
+{
+	connect_rc_to(e, p->qp->qp_num, 10, 3);
 }
 
 static void to_init_rc(struct qp *e)
@@ -585,19 +592,9 @@ static int chain(int n)
 		post_recv(&q[i]);
 		rings_by_prod(&q[i]);
 	}
-	for (i = 0; i < n; i++) {
-		struct tl_rc_conn c = {
-			.access = RC_ACCESS, .mtu = port.active_mtu, .dest_qpn = q[(i + 1) % n].qp->qp_num,
-			.rq_psn = 1, .sq_psn = 1, .dgid = gid, .sgid_index = gid_index,
-			.max_dest_rd_atomic = 1, .max_rd_atomic = 1,
-			.timeout = 17, /* 0.5 s: after the whole chain was walked */
-			.retry_cnt = 1, .rnr_retry = 1,
-		};
-		const char *failed = tl_rc_connect(q[i].qp, &c);
-
-		if (failed)
-			die(failed);
-	}
+	/* ACK timeout 0.5 s, one retry: X0's SEND ends soon */
+	for (i = 0; i < n; i++)
+		connect_rc_to(&q[i], q[(i + 1) % n].qp->qp_num, 17, 1);
 	/* Behind the provider's back: no doorbell. */
 	for (i = 0; i < n; i++) {
 		struct ferroce_sq_wqe w;

@@ -45,6 +45,16 @@
  *       on the same SRQ must then receive 4 SENDs from its peer D: no WQE
  *       moved into B and vanished with it.
  *
+ *   security srqmid DEV GID_INDEX IPV4_ADDRESS MODE
+ *       An SRQ with one receive WQE and an RC QP B on it. A raw socket
+ *       sends B the first packet of a two-packet SEND (SEND_FIRST, at B's
+ *       expected PSN, from B's peer's address): B takes the WQE and writes
+ *       into it, and the rest never comes. Then, by MODE: "err" moves B to
+ *       ERR, and the WQE completes with IBV_WC_WR_FLUSH_ERR (which also
+ *       shows that B had taken it); "reset" resets B, "destroy" destroys
+ *       it, and a new QP C on the SRQ must then receive a SEND from its peer
+ *       D into that WQE: a WQE leaves an SRQ only to complete.
+ *
  *   security resize DEV GID_INDEX
  *       A UD receiver whose CQ holds 4 completions gets 16 datagrams
  *       without polling (12 completions wait in the kernel), then the CQ is
@@ -756,6 +766,141 @@ static int srqkeep(void)
 	return failures;
 }
 
+/* ------------------------------------------------------------------ srqmid */
+
+/* SEND_FIRST of PMTU bytes to `qpn` at `psn`, from and to `ia` (a raw
+ * socket: the IP ID is in the ICRC, so the test picks it). */
+static void send_first(struct in_addr ia, uint32_t qpn, uint32_t psn, int pmtu)
+{
+	static uint8_t pkt[20 + 8 + 12 + 4096 + 4];
+	const int tlen = 12 + pmtu + 4, total = 20 + 8 + tlen;
+	uint8_t *udp = pkt + 20, *bth = udp + 8;
+	int fd, one = 1;
+	uint32_t c;
+
+	memset(pkt, 0, sizeof(pkt));
+	pkt[0] = 0x45;
+	pkt[2] = total >> 8, pkt[3] = total & 0xff;
+	pkt[4] = 0x56, pkt[5] = 0x78;
+	pkt[8] = 64, pkt[9] = IPPROTO_UDP;
+	memcpy(pkt + 12, &ia, 4);
+	memcpy(pkt + 16, &ia, 4);
+	udp[0] = 0xc0, udp[1] = 0x02, udp[2] = 4791 >> 8, udp[3] = 4791 & 0xff;
+	udp[4] = (8 + tlen) >> 8, udp[5] = (8 + tlen) & 0xff;
+	bth[0] = 0x00; /* RC SEND_FIRST */
+	bth[2] = bth[3] = 0xff;
+	bth[5] = qpn >> 16, bth[6] = qpn >> 8, bth[7] = qpn;
+	bth[9] = psn >> 16, bth[10] = psn >> 8, bth[11] = psn;
+	memset(bth + 12, 'm', pmtu);
+	c = tl_icrc4(pkt, (size_t)total);
+	pkt[total - 4] = c, pkt[total - 3] = c >> 8, pkt[total - 2] = c >> 16, pkt[total - 1] = c >> 24;
+	fd = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
+	if (fd < 0)
+		die("raw socket (needs CAP_NET_RAW)");
+	setsockopt(fd, IPPROTO_IP, IP_HDRINCL, &one, sizeof(one));
+	{
+		struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr = ia };
+
+		if (sendto(fd, pkt, total, 0, (struct sockaddr *)&to, sizeof(to)) != total)
+			die("sendto");
+	}
+	close(fd);
+}
+
+static int srqmid(const char *addr, const char *mode)
+{
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	char *buf = calloc(1, 16384);
+	struct ibv_mr *mr;
+	struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_srq *srq;
+	struct ibv_qp *a, *b, *c, *d;
+	struct ibv_wc wc;
+	struct in_addr ia;
+	const int pmtu = 128 << port.active_mtu;
+	const uint32_t psn = 0x4321;
+	int got = 0, before = 0;
+	char what[96];
+
+	if (!pd || !buf || !cq || !inet_aton(addr, &ia))
+		die("setup");
+	mr = ibv_reg_mr(pd, buf, 16384, IBV_ACCESS_LOCAL_WRITE);
+	srq = ibv_create_srq(pd, &sa);
+	if (!mr || !srq)
+		die("ibv_reg_mr/ibv_create_srq");
+	{
+		struct ibv_sge rs = { .addr = (uintptr_t)buf + 8192, .length = 8192, .lkey = mr->lkey };
+		struct ibv_recv_wr rw = { .wr_id = 100, .sg_list = &rs, .num_sge = 1 }, *rb;
+
+		if (ibv_post_srq_recv(srq, &rw, &rb))
+			die("ibv_post_srq_recv");
+	}
+	a = rc_qp(pd, cq);
+	b = rc_srq_qp(pd, cq, srq);
+	rc_to(a, b->qp_num, 1, 1, 10);
+	rc_to(b, a->qp_num, psn, 1, 10);
+	send_first(ia, b->qp_num, psn, pmtu);
+	for (double end = now() + 1; now() < end;)
+		if (ibv_poll_cq(cq, 1, &wc) == 1)
+			before++;
+	if (!strcmp(mode, "err")) {
+		struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
+
+		if (ibv_modify_qp(b, &qa, IBV_QP_STATE))
+			die("ibv_modify_qp (ERR)");
+		got = wait_one(cq, &wc, 5) == 1 && wc.wr_id == 100 && wc.status == IBV_WC_WR_FLUSH_ERR;
+		snprintf(what, sizeof(what), "%s", got ? "flushed" : "no flush completion of WQE 100");
+		printf("security: srqmid err: %d completions before ERR; WQE 100 %s\n", before, what);
+		CHECK("srqmid err: the WQE of a message in progress completes with a flush error at ERR",
+		      got && !before, "%s, %d completions before", what, before);
+		ibv_destroy_qp(b);
+		b = NULL;
+	} else {
+		if (!strcmp(mode, "reset")) {
+			struct ibv_qp_attr qa = { .qp_state = IBV_QPS_RESET };
+
+			if (ibv_modify_qp(b, &qa, IBV_QP_STATE))
+				die("ibv_modify_qp (RESET)");
+		} else {
+			ibv_destroy_qp(b);
+			b = NULL;
+		}
+		c = rc_srq_qp(pd, cq, srq);
+		d = rc_qp(pd, cq);
+		rc_to(c, d->qp_num, 1, 1, 14);
+		rc_to(d, c->qp_num, 1, 1, 14);
+		{
+			struct ibv_sge s = { .addr = (uintptr_t)buf, .length = 64, .lkey = mr->lkey };
+			struct ibv_send_wr w = { .wr_id = 10, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND }, *bad;
+
+			memset(buf, 'd', 64);
+			if (ibv_post_send(d, &w, &bad))
+				die("ibv_post_send (D)");
+		}
+		for (double end = now() + 10; now() < end && !got;)
+			if (ibv_poll_cq(cq, 1, &wc) == 1 && wc.wr_id == 100)
+				got = wc.status == IBV_WC_SUCCESS && wc.byte_len == 64 ? 1 : -1;
+		snprintf(what, sizeof(what), "%s", got == 1 ? "received D's SEND" :
+			 got ? ibv_wc_status_str(wc.status) : "not used in 10 s (lost)");
+		printf("security: srqmid %s: %d completions before; WQE 100 %s\n", mode, before, what);
+		CHECK(!strcmp(mode, "reset") ? "srqmid reset: the WQE of a message in progress stays in the SRQ"
+					    : "srqmid destroy: the WQE of a message in progress stays in the SRQ",
+		      got == 1 && !before && !memcmp(buf + 8192, "dddd", 4), "%s, %d completions before", what,
+		      before);
+		ibv_destroy_qp(c);
+		ibv_destroy_qp(d);
+	}
+	if (b)
+		ibv_destroy_qp(b);
+	ibv_destroy_qp(a);
+	ibv_destroy_srq(srq);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	return failures;
+}
+
 /* ------------------------------------------------------------------ resize */
 
 static int resize(void)
@@ -833,16 +978,6 @@ static int resize(void)
 
 /* ------------------------------------------------------------------ ipopts */
 
-static uint32_t crc32_le(uint32_t c, const uint8_t *p, size_t n)
-{
-	while (n--) {
-		c ^= *p++;
-		for (int k = 0; k < 8; k++)
-			c = (c >> 1) ^ (0xedb88320u & -(c & 1));
-	}
-	return c;
-}
-
 static int ipopts(const char *addr)
 {
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
@@ -852,7 +987,7 @@ static int ipopts(const char *addr)
 	struct ibv_qp *rx;
 	struct ibv_wc wc;
 	struct in_addr ia;
-	uint8_t pkt[256], m[256];
+	uint8_t pkt[256];
 	const int ihl = 40, tlen = 12 + 8 + MSG + 4, total = ihl + 8 + tlen;
 	int fd, one = 1, got;
 	uint32_t c;
@@ -887,17 +1022,7 @@ static int ipopts(const char *addr)
 	bth[12] = QKEY >> 24, bth[13] = QKEY >> 16, bth[14] = QKEY >> 8, bth[15] = QKEY & 0xff;
 	bth[19] = 0x77; /* source QP */
 	memset(bth + 20, 'o', MSG);
-	/* ICRC (IBTA A17.8: 8 bytes of ones, the IP header with TOS, TTL and
-	 * checksum masked, UDP with its checksum masked, BTH's reserved byte) */
-	memcpy(m, pkt, total - 4);
-	m[1] = m[8] = m[10] = m[11] = 0xff;
-	m[ihl + 6] = m[ihl + 7] = 0xff;
-	m[ihl + 8 + 4] = 0xff;
-	{
-		static const uint8_t ones[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
-
-		c = ~crc32_le(crc32_le(0xffffffffu, ones, 8), m, (size_t)total - 4);
-	}
+	c = tl_icrc4(pkt, (size_t)total);
 	pkt[total - 4] = c, pkt[total - 3] = c >> 8, pkt[total - 2] = c >> 16, pkt[total - 1] = c >> 24;
 	fd = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
 	if (fd < 0)
@@ -988,6 +1113,8 @@ int main(int argc, char **argv)
 		return ipopts(argv[4]) ? 1 : 0;
 	if (!strcmp(argv[1], "resize"))
 		return resize() ? 1 : 0;
+	if (!strcmp(argv[1], "srqmid") && argc >= 6)
+		return srqmid(argv[4], argv[5]) ? 1 : 0;
 	if (!strcmp(argv[1], "srqkeep"))
 		return srqkeep() ? 1 : 0;
 	if (!strcmp(argv[1], "intrude"))

@@ -46,6 +46,54 @@ static inline uint64_t tl_next(uint64_t *s)
 	return *s * 0x2545f4914f6cdd1dull;
 }
 
+/* CRC-32 (IEEE 802.3, reflected), the CRC of the ICRC: register `c` fed
+ * with n bytes (start with 0xffffffff, complement at the end). */
+static inline uint32_t tl_crc32_update(uint32_t c, const uint8_t *p, size_t n)
+{
+	static uint32_t table[256];
+	static int ready;
+
+	if (!ready) {
+		for (uint32_t i = 0; i < 256; i++) {
+			uint32_t t = i;
+
+			for (int k = 0; k < 8; k++)
+				t = t & 1 ? 0xedb88320u ^ (t >> 1) : t >> 1;
+			table[i] = t;
+		}
+		ready = 1;
+	}
+	while (n--)
+		c = table[(c ^ *p++) & 0xff] ^ (c >> 8);
+	return c;
+}
+
+/*
+ * The ICRC of an IPv4 RoCEv2 packet, as IBTA annex A17 masks it: `ip` points
+ * at the IPv4 header (its length from IHL, options included), `len` is the
+ * whole IP packet with the 4 ICRC bytes. Eight bytes of ones, then the IP
+ * header with TOS, TTL and checksum masked, UDP with its checksum masked,
+ * the BTH with its reserved byte masked, then the rest.
+ */
+static inline uint32_t tl_icrc4(const uint8_t *ip, size_t len)
+{
+	static const uint8_t ones[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+	size_t ihl = (size_t)(ip[0] & 0x0f) * 4, head = ihl + 8 + 12;
+	uint8_t h[60 + 8 + 12];
+	uint32_t c;
+
+	memcpy(h, ip, head);
+	h[1] = 0xff;			/* TOS */
+	h[8] = 0xff;			/* TTL */
+	h[10] = h[11] = 0xff;		/* IP checksum */
+	h[ihl + 6] = h[ihl + 7] = 0xff;	/* UDP checksum */
+	h[ihl + 8 + 4] = 0xff;		/* BTH FECN, BECN, reserved */
+	c = tl_crc32_update(0xffffffffu, ones, 8);
+	c = tl_crc32_update(c, h, head);
+	c = tl_crc32_update(c, ip + head, len - head - 4);
+	return ~c;
+}
+
 /* A UD QP from RESET to RTS with Q_Key `qkey`. Returns 0, or -1 with errno set. */
 static inline int tl_ud_rts(struct ibv_qp *qp, uint32_t qkey, uint32_t sq_psn)
 {

@@ -79,41 +79,6 @@ static void read_live(const char *path)
 	nlive = n;
 }
 
-static uint32_t crc_table[256];
-static void crc_init(void)
-{
-	for (uint32_t i = 0; i < 256; i++) {
-		uint32_t c = i;
-		for (int k = 0; k < 8; k++)
-			c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-		crc_table[i] = c;
-	}
-}
-static uint32_t crc_update(uint32_t c, const uint8_t *p, size_t n)
-{
-	while (n--)
-		c = crc_table[(c ^ *p++) & 0xff] ^ (c >> 8);
-	return c;
-}
-
-/* The ICRC of an IPv4 RoCE packet (ip points at the IP header, len is the
- * whole IP packet including the 4 ICRC bytes), as IBTA annex A17 masks it. */
-static uint32_t icrc(const uint8_t *ip, size_t len)
-{
-	uint8_t h[20 + 8 + 12];
-	static const uint8_t ones[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
-	memcpy(h, ip, sizeof(h));
-	h[1] = 0xff;			/* TOS */
-	h[8] = 0xff;			/* TTL */
-	h[10] = h[11] = 0xff;		/* IP checksum */
-	h[20 + 6] = h[20 + 7] = 0xff;	/* UDP checksum */
-	h[28 + 4] = 0xff;		/* BTH FECN, BECN, reserved */
-	uint32_t c = crc_update(0xffffffffu, ones, 8);
-	c = crc_update(c, h, sizeof(h));
-	c = crc_update(c, ip + sizeof(h), len - sizeof(h) - 4);
-	return ~c;
-}
-
 static void put16(uint8_t *p, uint16_t v) { p[0] = v >> 8; p[1] = v; }
 static void put32(uint8_t *p, uint32_t v) { p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = v; }
 static void put64(uint8_t *p, uint64_t v) { put32(p, v >> 32); put32(p + 4, v); }
@@ -170,7 +135,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "wire_fuzz: unknown option %s\n", argv[i]);
 		return 2;
 	}
-	crc_init();
 	int fd = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
 	if (fd < 0) {
 		perror("wire_fuzz: raw socket (needs CAP_NET_RAW)");
@@ -294,7 +258,7 @@ int main(int argc, char **argv)
 				for (int i = 0; i < ext; i++)
 					e[i] = (uint8_t)next();
 			}
-			uint32_t c = icrc(ip, total);
+			uint32_t c = tl_icrc4(ip, total);
 			if (bad_icrc)
 				c ^= 1u << below(32);
 			uint8_t *t = pkt + total - 4;

@@ -513,12 +513,26 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         self.rq.len()
     }
 
+    /// The oldest receive WQE the QP holds and has not completed: for a QP
+    /// on an SRQ, the one taken for the message in progress. The glue gives
+    /// it back to the SRQ before a reset or destroy, which would drop it
+    /// without a completion (a WQE leaves an SRQ only to complete).
+    pub fn unfinished_recv(&self) -> Option<RecvWqe> {
+        (0..self.rq.len()).filter_map(|i| self.rq.get(i)).find(|s| s.cqe.is_none()).map(|s| s.wqe)
+    }
+
     /// RC: the PSN the responder expects next (the one request that may
     /// begin a new message; duplicates and requests ahead of it never take
     /// a receive WQE). The glue takes an SRQ's WQE for a packet only when
     /// its PSN is this one.
     pub fn expected_psn(&self) -> Psn {
         self.resp.epsn
+    }
+
+    /// RC: the peer's QPN (`dest_qp_num`), without copying the attributes
+    /// (the glue checks it for every packet of its direct path).
+    pub fn dest_qp_num(&self) -> u32 {
+        self.attr.dest_qp_num
     }
 
     /// Whether the send queue has drained: in SQD, the moment the glue may

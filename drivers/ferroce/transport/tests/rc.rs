@@ -976,3 +976,32 @@ fn rc_local_operations_are_not_inline_and_not_on_ud() {
     assert_eq!(WrOpcode::from_u32(WrOpcode::LocalInv as u32), None);
     assert_eq!((WcOpcode::LocalInv as u32, WcOpcode::RegMr as u32), (6, 10));
 }
+
+/// A receive WQE in the middle of a message (SEND_FIRST executed, the rest
+/// not arrived) is "unfinished": the glue gives it back to its SRQ before a
+/// reset drops it. A completed one is not, and ERR completes it instead.
+#[test]
+fn rc_unfinished_recv_is_the_wqe_of_the_message_in_progress() {
+    let mut r = setup();
+    assert!(r.b.unfinished_recv().is_none());
+    r.b.post_recv(&recv_wr(7, &[(0x2_0000, 1024, r.dst)])).unwrap();
+    assert_eq!(r.b.unfinished_recv().map(|w| w.wr_id), Some(7));
+    r.a.post_send(&send(&r, 1, 256 * 2 + 5)).unwrap();
+    let pk = drain_tx(&mut r.a, 0, &mut r.ma);
+    assert_eq!(pk.len(), 3);
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &pk[0]), RxOutcome::Accepted);
+    assert_eq!(r.b.unfinished_recv().map(|w| w.wr_id), Some(7), "the message is in progress");
+    for x in &pk[1..] {
+        deliver(&mut r.b, 0, &mut r.mb, x);
+    }
+    assert!(r.b.unfinished_recv().is_none(), "completed: nothing to give back");
+    assert_eq!(r.b.poll_recv_cq().map(|c| (c.wr_id, c.status)), Some((7, WcStatus::Success)));
+    // In progress again, then ERR: the WQE completes with a flush error.
+    r.b.post_recv(&recv_wr(8, &[(0x2_0000, 1024, r.dst)])).unwrap();
+    r.a.post_send(&send(&r, 2, 256 * 2 + 5)).unwrap();
+    let pk = drain_tx(&mut r.a, 0, &mut r.ma);
+    deliver(&mut r.b, 0, &mut r.mb, &pk[0]);
+    r.b.modify(&QpAttr { qp_state: QpState::Err, ..QpAttr::default() }, mask::STATE).unwrap();
+    assert!(r.b.unfinished_recv().is_none());
+    assert_eq!(r.b.poll_recv_cq().map(|c| (c.wr_id, c.status)), Some((8, WcStatus::WrFlushErr)));
+}
