@@ -20,7 +20,6 @@ unsigned int ferroce_netdev_hwaddr(const struct net_device *ndev, u8 *buf, unsig
 	return ndev->addr_len;
 }
 
-bool ferroce_netdev_is_vlan(const struct net_device *ndev) { return is_vlan_dev(ndev); }
 bool ferroce_netdev_is_ether(const struct net_device *ndev) { return ndev->type == ARPHRD_ETHER; }
 bool ferroce_netdev_is_up(const struct net_device *ndev) { return netif_get_flags(ndev) & IFF_UP; }
 enum ib_port_state ferroce_port_state(struct net_device *ndev) { return ib_get_curr_port_state(ndev); }
@@ -97,7 +96,6 @@ size_t ferroce_umem_pages(struct ib_umem *umem, struct page **pages, size_t max)
 	return n;
 }
 
-unsigned long ferroce_umem_offset(struct ib_umem *umem) { return ib_umem_offset(umem); }
 long ferroce_ptr_err(const void *ptr) { return IS_ERR(ptr) ? PTR_ERR(ptr) : 0; }
 
 void ferroce_copy_from_page(void *dst, struct page *page, unsigned int off, unsigned int len)
@@ -209,7 +207,6 @@ struct net_device *ferroce_rx_netdev(struct sk_buff *skb)
 }
 
 struct net *ferroce_dev_net(const struct net_device *ndev) { return dev_net(ndev); }
-int ferroce_netdev_ifindex(const struct net_device *ndev) { return ndev->ifindex; }
 
 struct socket *ferroce_udp_tunnel_open(struct net *net, bool ipv6, ferroce_encap_rcv_t rcv)
 {
@@ -488,7 +485,6 @@ struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs)
 	return attrs ? &attrs->driver_udata : NULL;
 }
 #include <linux/delay.h>
-void ferroce_udelay(unsigned long us) { udelay(us); }
 #include <linux/crc32.h>
 u32 ferroce_crc32_le(u32 crc, const u8 *p, size_t len) { return crc32_le(crc, p, len); }
 void ferroce_usleep(unsigned long min_us, unsigned long max_us) { usleep_range(min_us, max_us); }
@@ -513,3 +509,10 @@ module_param(test_pd_start, uint, 0444);
 MODULE_PARM_DESC(test_pd_start, "test only: start position of the PD handle allocator");
 
 u32 ferroce_test_pd_start(void) { return test_pd_start; }
+
+/* Test only: a smaller bound of the device's local queue (0: the default). */
+static unsigned int test_local_queue_max;
+module_param(test_local_queue_max, uint, 0444);
+MODULE_PARM_DESC(test_local_queue_max, "test only: packets the local queue holds (0: 4096)");
+
+u32 ferroce_test_local_queue_max(void) { return test_local_queue_max; }

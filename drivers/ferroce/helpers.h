@@ -18,7 +18,6 @@ unsigned int ferroce_netdev_mtu(const struct net_device *ndev);
 const char *ferroce_netdev_name(const struct net_device *ndev);
 /* Copies up to len bytes of the hardware address; returns the address length. */
 unsigned int ferroce_netdev_hwaddr(const struct net_device *ndev, u8 *buf, unsigned int len);
-bool ferroce_netdev_is_vlan(const struct net_device *ndev);
 bool ferroce_netdev_is_ether(const struct net_device *ndev);
 bool ferroce_netdev_is_up(const struct net_device *ndev);
 enum ib_port_state ferroce_port_state(struct net_device *ndev);
@@ -33,8 +32,6 @@ int ferroce_copy_to_udata(struct ib_udata *udata, const void *src, size_t len);
 size_t ferroce_udata_outlen(const struct ib_udata *udata);
 size_t ferroce_udata_inlen(const struct ib_udata *udata);
 
-#endif
-
 /* --- locks (spinlock_t stays opaque to Rust) --- */
 void ferroce_spin_lock_init(spinlock_t *lock);
 bool ferroce_spin_lock_bh(spinlock_t *lock);
@@ -48,7 +45,6 @@ u64 ferroce_now_ns(void);
 struct ib_umem *ferroce_umem_get(struct ib_device *dev, u64 start, u64 length, int access);
 /* Fills up to max page pointers of the pinned region; returns how many. */
 size_t ferroce_umem_pages(struct ib_umem *umem, struct page **pages, size_t max);
-unsigned long ferroce_umem_offset(struct ib_umem *umem);
 long ferroce_ptr_err(const void *ptr);
 /* Copies between a kernel buffer and a page (kmap_local_page). */
 void ferroce_copy_from_page(void *dst, struct page *page, unsigned int off, unsigned int len);
@@ -72,7 +68,6 @@ void ferroce_consume_skb(struct sk_buff *skb);
 int ferroce_rx_linear(struct sk_buff *skb, u8 **ip, unsigned int *len);
 struct net_device *ferroce_rx_netdev(struct sk_buff *skb);
 struct net *ferroce_dev_net(const struct net_device *ndev);
-int ferroce_netdev_ifindex(const struct net_device *ndev);
 
 /* --- UDP tunnel sockets, one pair per network namespace --- */
 typedef int (*ferroce_encap_rcv_t)(struct sock *sk, struct sk_buff *skb);
@@ -123,6 +118,8 @@ void ferroce_cond_resched(void);
 u32 ferroce_random_u32(void);
 /* The test_pd_start module parameter (test only). */
 u32 ferroce_test_pd_start(void);
+/* The test_local_queue_max module parameter (test only). */
+u32 ferroce_test_local_queue_max(void);
 
 /* --- user memory named by a work request (inline data) --- */
 int ferroce_copy_from_user(void *dst, u64 user_addr, size_t len);
@@ -155,7 +152,8 @@ void ferroce_smp_mb(void);
 void ferroce_ring_read(void *dst, const void *src, size_t len);
 struct uverbs_attr_bundle;
 struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs);
-void ferroce_udelay(unsigned long us);
 u32 ferroce_crc32_le(u32 crc, const u8 *p, size_t len);
 void ferroce_usleep(unsigned long min_us, unsigned long max_us);
 void ferroce_cpu_relax(void);
+
+#endif /* FERROCE_HELPERS_H */

@@ -10,28 +10,26 @@ use crate::rdma::{Counter, FerroceDevice, Registered};
 use crate::state::{Av, CqEntry, CqSlot, DevState, Mem};
 use crate::transport::engine::{NetHeader, RxOutcome};
 use crate::transport::qp::QpType;
-use crate::transport::wire::icrc;
+use crate::transport::wire::ip::{self, IpHeader, IpUdpRepr, UdpHeader, IPV6_LEN, UDP_LEN};
+use crate::transport::wire::{icrc, Bth};
 use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_uint};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 
-pub(crate) const ROCE_PORT: u16 = 4791;
-const IPV4_LEN: usize = 20;
-const IPV6_LEN: usize = 40;
-const UDP_LEN: usize = 8;
+pub(crate) use crate::transport::wire::ip::ROCE_PORT;
 const ICRC_LEN: usize = 4;
 /// Transport packets are written after room for the larger IP header.
 const TX_HEADROOM: usize = IPV6_LEN + UDP_LEN;
 /// Largest transport packet: 4096 bytes of payload plus headers and pad.
-const TX_MAX_TRANSPORT: usize = crate::transport::pkt::tx_buffer_len(4096);
+const TX_MAX_TRANSPORT: usize = crate::transport::wire::packet::tx_buffer_len(4096);
 const TX_ALLOC: usize = TX_HEADROOM + TX_MAX_TRANSPORT + ICRC_LEN;
 
 /// The socket buffer a packet of a QP with path MTU `mtu` needs: with a
 /// 1024-byte MTU it fits a 2 KiB slab object, where the largest packet
 /// would take an order-1 page for every ACK.
 fn tx_len(mtu: crate::transport::qp::Mtu) -> usize {
-    (TX_HEADROOM + crate::transport::pkt::tx_buffer_len(mtu.bytes() as usize) + ICRC_LEN).min(TX_ALLOC)
+    (TX_HEADROOM + crate::transport::wire::packet::tx_buffer_len(mtu.bytes() as usize) + ICRC_LEN).min(TX_ALLOC)
 }
 
 // ---------------------------------------------------------------------------
@@ -588,7 +586,7 @@ fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, path: Option<&
             break;
         }
         let mtu = e.qp.attr().path_mtu;
-        let room = crate::transport::pkt::tx_buffer_len(mtu.bytes() as usize);
+        let room = crate::transport::wire::packet::tx_buffer_len(mtu.bytes() as usize);
         let mut mem = Mem::of(&mut st.mrs, dev, e);
         let Some(t) = buf.get_mut(..room).and_then(|b| e.qp.poll_transmit(now, &mut mem, b)) else { break };
         let Some(pkt) = buf.get(..t.len) else { break };
@@ -625,9 +623,9 @@ fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, path: Option<&
         // GRH). Never on a wire: IP ID 0. An RC QP's packets all have the
         // same addresses and only those are looked at: one header per
         // batch.
-        let ip_len = if av.ipv6 { IPV6_LEN } else { IPV4_LEN };
+        let ip_len = IpUdpRepr::ip_len(av.ipv6);
         if path.is_none() || d.n == 1 {
-            let total = (ip_len + UDP_LEN + ICRC_LEN).saturating_add(t.len);
+            let total = (IpUdpRepr::header_len(av.ipv6) + ICRC_LEN).saturating_add(t.len);
             if headers(&mut hdr, &av, sport, 0, total).is_none() {
                 dev.count(Counter::TxMalformed);
                 break;
@@ -688,9 +686,8 @@ fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, len: usize, av: &Av, sport: u
     // SAFETY: the skb from `kick` is linear, ours, and its data holds
     // `skb_len` bytes.
     let buf = unsafe { core::slice::from_raw_parts_mut(b::ferroce_skb_data(skb), b::ferroce_skb_len(skb) as usize) };
-    let ip_len = if av.ipv6 { IPV6_LEN } else { IPV4_LEN };
-    let start = TX_HEADROOM.saturating_sub(UDP_LEN + ip_len);
-    let total = (ip_len + UDP_LEN + ICRC_LEN).saturating_add(len);
+    let start = TX_HEADROOM.saturating_sub(IpUdpRepr::header_len(av.ipv6));
+    let total = (IpUdpRepr::header_len(av.ipv6) + ICRC_LEN).saturating_add(len);
     let Some(pkt) = buf.get_mut(start..start.saturating_add(total)) else {
         // SAFETY: unsent skb of ours.
         unsafe { b::ferroce_kfree_skb(skb) };
@@ -721,7 +718,7 @@ fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, len: usize, av: &Av, sport: u
         // consumer without limit (the datagram is lost, as UD allows; an
         // RC packet is retransmitted).
         // SAFETY: the queue is initialised with the device.
-        if unsafe { b::ferroce_skbq_len(dev.local_queue()) } >= LOCAL_QUEUE_MAX {
+        if unsafe { b::ferroce_skbq_len(dev.local_queue()) } >= local_queue_max() {
             dev.count(Counter::TxLocalFull);
             // SAFETY: unsent skb of ours.
             unsafe { b::ferroce_kfree_skb(skb) };
@@ -773,7 +770,9 @@ pub(crate) fn encap(pkt: &mut [u8], av: &Av, sport: u16, ip_id: u16, with_icrc: 
     if with_icrc {
         icrc::fill_with(pkt, &kernel_crc32).map_err(|_| ())?;
         if av.ipv6 {
-            set_udp6_checksum(pkt, av);
+            // IPv6 requires the UDP checksum; the ICRC masks it, so it is
+            // computed last, over the final datagram.
+            ip::fill_udp6_checksum(pkt).map_err(|_| ())?;
         }
     }
     Ok(())
@@ -782,36 +781,17 @@ pub(crate) fn encap(pkt: &mut [u8], av: &Av, sport: u16, ip_id: u16, with_icrc: 
 /// Writes the IP and UDP headers of a packet of `total` bytes (IP header
 /// to ICRC) at the start of `pkt` (at least those headers long).
 fn headers(pkt: &mut [u8], av: &Av, sport: u16, ip_id: u16, total: usize) -> Option<()> {
-    let ip_len = if av.ipv6 { IPV6_LEN } else { IPV4_LEN };
-    let udp_len = u16::try_from(total.checked_sub(ip_len)?).ok()?;
-    (|| {
-        if av.ipv6 {
-            let vtf = (6u32 << 28) | (u32::from(av.tclass) << 20) | (av.flow_label & 0xf_ffff);
-            put(pkt, 0, &vtf.to_be_bytes())?;
-            put(pkt, 4, &udp_len.to_be_bytes())?;
-            put(pkt, 6, &[17, av.hop_limit])?;
-            put(pkt, 8, &av.sip)?;
-            put(pkt, 24, &av.dip)?;
-        } else {
-            let tot = u16::try_from(total).ok()?;
-            put(pkt, 0, &[0x45, av.tclass])?;
-            put(pkt, 2, &tot.to_be_bytes())?;
-            put(pkt, 4, &ip_id.to_be_bytes())?;
-            put(pkt, 6, &0x4000u16.to_be_bytes())?; // DF
-            put(pkt, 8, &[av.hop_limit, 17, 0, 0])?;
-            put(pkt, 12, av.sip.get(..4)?)?;
-            put(pkt, 16, av.dip.get(..4)?)?;
-            // The IP layer computes it again on its way out; the local fast
-            // path delivers this header as is, and verbs consumers (e.g.
-            // ibv_init_ah_from_wc) tell IPv4 from IPv6 in the GRH by it.
-            let c = ipv4_checksum(pkt.get(..IPV4_LEN)?);
-            put(pkt, 10, &c.to_be_bytes())?;
-        }
-        put(pkt, ip_len, &sport.to_be_bytes())?;
-        put(pkt, ip_len + 2, &ROCE_PORT.to_be_bytes())?;
-        put(pkt, ip_len + 4, &udp_len.to_be_bytes())?;
-        put(pkt, ip_len + 6, &[0, 0])
-    })()
+    let r = IpUdpRepr {
+        ipv6: av.ipv6,
+        tclass: av.tclass,
+        flow_label: av.flow_label,
+        hop_limit: av.hop_limit,
+        src: av.sip,
+        dst: av.dip,
+        ip_id,
+        src_port: sport,
+    };
+    r.emit(pkt, total).ok()
 }
 
 /// The CRC-32 register update of the kernel's `crc32_le` (accelerated
@@ -819,58 +799,6 @@ fn headers(pkt: &mut [u8], av: &Av, sport: u16, ip_id: u16, total: usize) -> Opt
 fn kernel_crc32(reg: u32, data: &[u8]) -> u32 {
     // SAFETY: `data` is a valid slice for the call.
     unsafe { b::ferroce_crc32_le(reg, data.as_ptr(), data.len()) }
-}
-
-/// IPv6 requires the UDP checksum; the ICRC masks it, so it is computed
-/// last, over the final datagram.
-fn set_udp6_checksum(pkt: &mut [u8], av: &Av) {
-    let csum = match pkt.get(IPV6_LEN..) {
-        Some(d) => udp6_checksum(&av.sip, &av.dip, d),
-        None => return,
-    };
-    let _ = put(pkt, IPV6_LEN + 6, &csum.to_be_bytes());
-}
-
-/// The IPv4 header checksum (RFC 791) of a header whose checksum field is 0.
-pub(crate) fn ipv4_checksum(hdr: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    for w in hdr.chunks_exact(2) {
-        if let [a, b] = w {
-            sum = sum.wrapping_add(u32::from(u16::from_be_bytes([*a, *b])));
-        }
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff).wrapping_add(sum >> 16);
-    }
-    !(sum as u16)
-}
-
-/// The UDP checksum of a datagram over IPv6 (RFC 8200 section 8.1).
-pub(crate) fn udp6_checksum(src: &[u8; 16], dst: &[u8; 16], datagram: &[u8]) -> u16 {
-    let mut sum: u64 = 0;
-    let mut add = |bytes: &[u8]| {
-        let mut it = bytes.chunks_exact(2);
-        for w in &mut it {
-            if let [a, b] = w {
-                sum = sum.wrapping_add(u64::from(u16::from_be_bytes([*a, *b])));
-            }
-        }
-        if let [last] = it.remainder() {
-            sum = sum.wrapping_add(u64::from(u16::from_be_bytes([*last, 0])));
-        }
-    };
-    add(src);
-    add(dst);
-    add(&(datagram.len() as u32).to_be_bytes());
-    add(&[0, 0, 0, 17]);
-    add(datagram);
-    while sum > 0xffff {
-        sum = (sum & 0xffff).wrapping_add(sum >> 16);
-    }
-    match !(sum as u16) {
-        0 => 0xffff,
-        c => c,
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -994,6 +922,17 @@ fn linger_wait(dev: &FerroceDevice, qpn: u32) {
 /// datagrams); more are dropped (`tx_drop_local_full`).
 const LOCAL_QUEUE_MAX: u32 = 4096;
 
+/// The local queue's bound: `LOCAL_QUEUE_MAX`, or the module's
+/// `test_local_queue_max` when set (tests/guest/security.sh fills a queue
+/// of 2 with one batch).
+fn local_queue_max() -> u32 {
+    // SAFETY: reads a module parameter.
+    match unsafe { b::ferroce_test_local_queue_max() } {
+        0 => LOCAL_QUEUE_MAX,
+        n => n,
+    }
+}
+
 /// Local packets one pass of `run_local` hands to the receive path
 /// before it leaves the rest to the device's work item.
 const LOCAL_BUDGET: usize = 256;
@@ -1110,17 +1049,16 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) -> Option
         Ok(p) => p,
         Err(_) => return dropped(dev, Counter::RxMalformed),
     };
-    if parts.udp.get(2..4) != Some(&ROCE_PORT.to_be_bytes()[..]) {
+    if UdpHeader::new_checked(parts.udp).map(|u| u.dst_port()) != Ok(ROCE_PORT) {
         return dropped(dev, Counter::RxMalformed);
     }
     if !local && parts.check_icrc_with(&kernel_crc32).is_err() {
         return dropped(dev, Counter::RxBadIcrc);
     }
     let transport = parts.transport;
-    let Some(qpn_bytes) = transport.get(5..8) else {
+    let Ok(qpn) = Bth::new_checked(transport).map(|h| h.dest_qp()) else {
         return dropped(dev, Counter::RxMalformed);
     };
-    let qpn = u32::from_be_bytes([0, qpn_bytes[0], qpn_bytes[1], qpn_bytes[2]]);
     let mut notify = Notify::new();
     let after = {
         let mut st = dev.state.lock();
@@ -1280,20 +1218,9 @@ fn dropped(dev: &FerroceDevice, c: Counter) -> Option<u32> {
 /// destination the path's local one. A QP without a path (before RTR)
 /// takes nothing.
 fn from_path(path: Option<&Av>, ip: &[u8], ipv6: bool) -> bool {
-    let Some(av) = path else { return false };
-    if av.ipv6 != ipv6 {
-        return false;
-    }
-    let (src, dst) = if ipv6 {
-        (ip.get(8..24), ip.get(24..40))
-    } else {
-        (ip.get(12..16), ip.get(16..20))
-    };
-    let n = if av.ipv6 { 16 } else { 4 };
-    match (src, dst, av.dip.get(..n), av.sip.get(..n)) {
-        (Some(s), Some(d), Some(want_s), Some(want_d)) => s.len() == n && s == want_s && d == want_d,
-        _ => false,
-    }
+    let (Some(av), Ok(h)) = (path, IpHeader::new_checked(ip)) else { return false };
+    let n = if ipv6 { 16 } else { 4 };
+    av.ipv6 == ipv6 && h.is_ipv6() == ipv6 && av.dip.get(..n) == Some(h.src_addr()) && av.sip.get(..n) == Some(h.dst_addr())
 }
 
 /// A plain value in a static the kernel writes (the pernet id).

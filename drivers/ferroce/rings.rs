@@ -16,6 +16,7 @@ use crate::ffi as b;
 use crate::rdma::{Counter, FerroceDevice};
 use crate::state::{AhEntry, QpEntry, UserRing};
 use crate::transport::qp::{QpState, QpType};
+use crate::transport::linger::{Idle as LingerIdle, Linger};
 use crate::transport::verbs::{send_flags, RecvWqe, SendWqe, Sge, WcStatus, WrOpcode, MAX_INLINE, MAX_SGE};
 
 /// A QP's rings and what the kernel has done with them.
@@ -30,15 +31,8 @@ pub(crate) struct QpRings {
     sq_cons: u32,
     rq_cons: u32,
     need_db: bool,
-    /// Linger state (see [`idle`]): a look-again pass is queued; whether
-    /// it found requests; lingers in a row that found none; idle moments.
-    linger_armed: bool,
-    /// Requests taken since the linger was queued.
-    linger_found: u32,
-    useless_lingers: u32,
-    idles: u32,
-    /// Length of the last request taken (see [`LINGER_MAX_MSG`]).
-    last_len: u32,
+    /// Whether the sender lingers or asks for a doorbell (see [`idle`]).
+    linger: Linger,
     state: Option<QpState>,
     /// UD: the longest message (the path MTU fixed at creation).
     ud_max_msg: u32,
@@ -58,11 +52,7 @@ impl QpRings {
             sq_cons: 0,
             rq_cons: 0,
             need_db: true,
-            linger_armed: false,
-            linger_found: 0,
-            useless_lingers: 0,
-            idles: 0,
-            last_len: 0,
+            linger: Linger::new(),
             state: None,
             ud_max_msg,
             pd,
@@ -182,12 +172,11 @@ pub(crate) fn pull_sq(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntr
         }
         if let Some(r) = e.rings.as_mut() {
             r.sq_taken = r.sq_taken.wrapping_add(1);
-            r.last_len = len;
+            r.linger.took(len);
         }
     }
     if new > 0 {
         if let Some(r) = e.rings.as_mut() {
-            r.linger_found = r.linger_found.saturating_add(new);
             if r.need_db {
                 r.need_db = false;
                 r.sq.set_kflags(0);
@@ -271,13 +260,13 @@ pub(crate) fn release(e: &mut QpEntry) {
 /// Whether a lingering QP's ring still has nothing new (its work item
 /// waits a little longer for the process's next request).
 pub(crate) fn waiting_for_more(e: &QpEntry) -> bool {
-    e.rings.as_ref().is_some_and(|r| r.linger_armed && r.linger_found == 0 && r.sq.prod() == r.sq_taken)
+    e.rings.as_ref().is_some_and(|r| r.linger.waiting() && r.sq.prod() == r.sq_taken)
 }
 
 /// For a lingering QP: where its SQ's producer index lives and the value
 /// that means "nothing new" (the work item watches it without the lock).
 pub(crate) fn linger_watch(e: &QpEntry) -> Option<(*const u32, u32)> {
-    e.rings.as_ref().filter(|r| r.linger_armed).map(|r| (r.sq.prod_ptr(), r.sq_taken))
+    e.rings.as_ref().filter(|r| r.linger.is_armed()).map(|r| (r.sq.prod_ptr(), r.sq_taken))
 }
 
 /// Whether a process's QP needs its sender to look at the SQ ring: new
@@ -286,7 +275,7 @@ pub(crate) fn linger_watch(e: &QpEntry) -> Option<(*const u32, u32)> {
 pub(crate) fn unsettled(e: &QpEntry) -> bool {
     e.rings
         .as_ref()
-        .is_some_and(|r| r.sq.prod() != r.sq_taken || (!r.need_db && !r.linger_armed))
+        .is_some_and(|r| r.sq.prod() != r.sq_taken || (!r.need_db && !r.linger.is_armed()))
 }
 
 /// What a sender that found nothing to do does next.
@@ -301,46 +290,19 @@ pub(crate) enum Idle {
     Stop,
 }
 
-/// Lingers in a row that found nothing after which a QP stops lingering
-/// (a pattern of one request per round trip, where the doorbell is the
-/// cheaper wake-up), and how often it then tries again.
-const LINGER_GIVE_UP: u32 = 4;
-/// A QP whose last request was longer than this does not linger: such a
-/// request keeps the kernel busy long enough in the poster's own doorbell
-/// call, and a lingering work item then only takes a CPU from the
-/// processes (on the loopback, `ib_send_bw -s 65536` ran at 203 MiB/s
-/// with lingering and 331 MiB/s without, while the 64-byte message rate
-/// of `ib_write_bw -q 4` fell from 0.137 to 0.074 Mpps without it).
-const LINGER_MAX_MSG: u32 = 16384;
-const LINGER_PROBE_EVERY: u32 = 64;
-
 /// The sender found nothing to do. With requests outstanding an ACK or
 /// timer brings the kernel back. Otherwise the QP lingers (its work item
-/// waits a little, `net::linger_wait`, and looks at the ring again: a
-/// process streaming requests over a path that completes them at once,
-/// the loopback, keeps posting without system calls), or asks for a
-/// doorbell and looks at the producer once more. A QP stops lingering after
-/// [`LINGER_GIVE_UP`] fruitless lingers in a row and probes again every
-/// [`LINGER_PROBE_EVERY`] idle moments.
+/// waits a little, `net::linger_wait`, and looks at the ring again) or asks
+/// for a doorbell and looks at the producer once more, as
+/// `transport::linger` decides (host-tested there).
 pub(crate) fn idle(e: &mut QpEntry) -> Idle {
-    if e.qp.send_queue_len() != 0 {
-        return Idle::Stop;
-    }
+    let busy = e.qp.send_queue_len() != 0;
     let Some(r) = e.rings.as_mut() else { return Idle::Stop };
-    if r.linger_armed {
-        // The queued linger decides.
-        return Idle::Stop;
+    match r.linger.on_idle(busy) {
+        LingerIdle::Stop => Idle::Stop,
+        LingerIdle::Linger => Idle::Linger,
+        LingerIdle::AskDoorbell => ask_doorbell(r),
     }
-    r.idles = r.idles.wrapping_add(1);
-    if r.last_len > LINGER_MAX_MSG {
-        return ask_doorbell(r);
-    }
-    if r.useless_lingers < LINGER_GIVE_UP || r.idles % LINGER_PROBE_EVERY == 0 {
-        r.linger_armed = true;
-        r.linger_found = 0;
-        return Idle::Linger;
-    }
-    ask_doorbell(r)
 }
 
 /// Sets FERROCE_RING_NEED_DB, then looks at the producer once more (the
@@ -365,19 +327,8 @@ fn ask_doorbell(r: &mut QpRings) -> Idle {
 /// asked for.
 pub(crate) fn linger_done(e: &mut QpEntry) {
     let Some(r) = e.rings.as_mut() else { return };
-    if !r.linger_armed {
-        return;
-    }
-    r.linger_armed = false;
-    let found = r.linger_found.saturating_add(r.sq.prod().wrapping_sub(r.sq_taken).min(r.sq.entries()));
-    // One request per linger is the ping-pong of a latency test: the
-    // doorbell wakes the kernel sooner than a sleeping linger notices.
-    if found >= 2 {
-        r.useless_lingers = 0;
-    } else {
-        r.useless_lingers = r.useless_lingers.saturating_add(1);
-    }
-    if found == 0 {
+    let pending = r.sq.prod().wrapping_sub(r.sq_taken).min(r.sq.entries());
+    if r.linger.done(pending) {
         let _ = ask_doorbell(r);
     }
 }

@@ -682,36 +682,9 @@ pub(crate) fn take_unused<T>(slot: Option<&mut Option<KBox<T>>>, users: impl Fn(
     }
 }
 
-/// Slots of every table that a process's allocation never takes: the
-/// kernel's own consumers (the MAD layer and the CM answering MADs, kernel
-/// ULPs) still find room when processes have taken everything else.
-pub(crate) const KERNEL_RESERVE: usize = 4;
-
-/// Whether a process may take one more slot of `t`: more than
-/// `KERNEL_RESERVE` slots are free (counted: only processes' allocations,
-/// system calls, pay for the scan).
-fn user_room<T>(t: &[Option<T>], first: usize) -> bool {
-    let free = t.iter().skip(first).filter(|s| s.is_none()).count();
-    free > KERNEL_RESERVE
-}
-
-/// Finds a free slot at or after `next` (cyclically, so that a freed
-/// number is not reused soon), skipping indices below `first`. For a
-/// process (`user`), none unless more than `KERNEL_RESERVE` are free.
-fn alloc_slot<T>(t: &[Option<T>], next: &mut usize, first: usize, user: bool) -> Option<usize> {
-    let n = t.len();
-    if n <= first || (user && !user_room(t, first)) {
-        return None;
-    }
-    for i in 0..n {
-        let idx = first + (*next + i) % (n - first);
-        if matches!(t.get(idx), Some(None)) {
-            *next = (idx + 1 - first) % (n - first);
-            return Some(idx);
-        }
-    }
-    None
-}
+// The slot policy (cyclic cursor, kernel reserve) is host-tested in the
+// engine crate.
+use crate::transport::table::alloc_slot;
 
 impl DevState {
     pub(crate) fn new() -> Result<Self> {
@@ -735,7 +708,7 @@ impl DevState {
             // SAFETY: reads a module parameter (a test's start position).
             next_pd: unsafe { b::ferroce_test_pd_start() } as usize % MAX_PD as usize,
             local_buf: {
-                let n = crate::transport::pkt::tx_buffer_len(4096);
+                let n = crate::transport::wire::packet::tx_buffer_len(4096);
                 let mut v = KVVec::with_capacity(n, GFP_KERNEL)?;
                 v.resize(n, 0, GFP_KERNEL)?;
                 v

@@ -27,6 +27,7 @@
 #   8. resize_cq: completions that waited for room in a full CQ arrive
 #      after the resize, with no further traffic;
 #  10. an IPv4 header of 40 bytes (options) is IPv4, not IPv6;
+#   9. the local queue's bound (module reloaded with test_local_queue_max=2);
 #   6. quotas: an unprivileged process takes every PD and AH it can (it
 #      stops at its context's quota, max_pd and max_ah), and while it holds
 #      them rping (a second process, and the kernel's CM with its AHs)
@@ -87,4 +88,21 @@ wait $hog
 check "hog: quotas reached and everything freed" test $? = 0
 check "rdma resource show: back to the starting counts ($res0)" test "$(res_of fr0)" = "$res0"
 check "rdma link delete fr0" rdma link delete fr0
+
+# 9. the local queue's bound: with room for 2, the first batch of 8 (before
+# the QP's datagrams go direct) overflows it; each datagram arrives or is
+# counted in tx_drop_local_full, and every send completes
+modprobe -r ferroce
+check "ferroce loads with test_local_queue_max=2" modprobe ferroce test_local_queue_max=2
+check "the module took it (a parameter it does not know is only warned about)" grep -qx 2 /sys/module/ferroce/parameters/test_local_queue_max
+check "rdma link add fr0 (local queue of 2)" rdma link add fr0 type ferroce netdev eth0
+G=$(wait_gid fr0 '::ffff:10\.0\.2\.15')
+out=$(timeout 60 $T/security localq fr0 "$G" 2>&1); rc=$?
+echo "$out"
+check "localq: sends into a full local queue complete" test $rc = 0
+arrived=$(echo "$out" | sed -n 's/^arrived //p')
+full=$(rdma statistic show link fr0/1 | tr ' ' '\n' | awk '$0 == "tx_drop_local_full" { getline; print; exit }')
+expect "localq: every datagram arrived ($arrived) or was counted in tx_drop_local_full ($full)" '^64$' "$((${arrived:-0} + ${full:-0}))"
+check "rdma link delete fr0 (local queue of 2)" rdma link delete fr0
+modprobe -r ferroce
 finish

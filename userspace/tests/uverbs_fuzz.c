@@ -2410,8 +2410,16 @@ static void *vset_traffic(void *arg)
 			struct ibv_cq *ecq;
 			void *ectx;
 
+			/* Wait at most 100 ms, and read only what poll() says is
+			 * there: the channel is non-blocking, but a hostile close
+			 * elsewhere in this process may have given its number to
+			 * another file (a blocking channel from a raw
+			 * CREATE_COMP_CHANNEL, /dev/null), and an armed CQ whose
+			 * QPs were destroyed never completes again. */
+			struct pollfd pf = { .fd = v->ch->fd, .events = POLLIN };
+
 			verr(ibv_req_notify_cq(v->cq[0], (int)rn(t, 2)));
-			if (!ibv_get_cq_event(v->ch, &ecq, &ectx)) {
+			if (poll(&pf, 1, 100) == 1 && (pf.revents & POLLIN) && !ibv_get_cq_event(v->ch, &ecq, &ectx)) {
 				ibv_ack_cq_events(ecq, 1);
 				atomic_fetch_add(&st_events, 1);
 			}

@@ -16,7 +16,7 @@
 
 use super::error::Error;
 use super::memory::Memory;
-use super::pkt;
+use super::wire::packet;
 use super::qp::{mask, modify_is_ok, QpAttr, QpState, QpType, MAX_RD_ATOMIC};
 use super::rc::completer::CompState;
 use super::rc::requester::ReqState;
@@ -545,10 +545,10 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// transport packet (BTH through payload and pad, ICRC verified and
     /// removed), `net` its network header.
     pub fn receive<M: Memory>(&mut self, now: u64, mem: &mut M, pkt: &[u8], net: NetHeader<'_>) -> RxOutcome {
-        let Some(rx) = pkt::parse(pkt) else {
+        let Ok(rx) = packet::parse_headers(pkt) else {
             return RxOutcome::Dropped;
         };
-        if rx.h.dest_qp != self.qpn || !super::wire::PKey(rx.h.pkey).matches(super::wire::PKey(self.pkey)) {
+        if rx.headers.bth.dest_qp != self.qpn || !rx.headers.bth.pkey.matches(super::wire::PKey(self.pkey)) {
             return RxOutcome::Dropped;
         }
         match self.ty {
@@ -593,7 +593,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     }
 
     /// Writes the next packet this QP wants to send into `buf` (at least
-    /// [`pkt::tx_buffer_len`] of the path MTU; 4096 + 43 always suffices).
+    /// [`packet::tx_buffer_len`] of the path MTU; 4096 + 43 always suffices).
     /// RC responses go before new requests.
     pub fn poll_transmit<M: Memory>(&mut self, now: u64, mem: &mut M, buf: &mut [u8]) -> Option<Transmit> {
         match self.ty {

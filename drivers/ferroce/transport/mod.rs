@@ -28,12 +28,13 @@
 
 pub mod engine;
 pub mod error;
+pub mod linger;
 pub mod memory;
-pub mod pkt;
 pub mod qp;
 pub mod rc;
 pub mod ring;
 pub mod sg;
+pub mod table;
 pub mod ud;
 pub mod verbs;
 

@@ -3,12 +3,12 @@
 
 use super::engine::{complete_recv, NetHeader, Qp, RecvSlot, RxOutcome, SendSlot, Transmit};
 use super::memory::Memory;
-use super::pkt::{self, Hdrs, Rx};
+use super::wire::packet::{self, Headers, TransportPacket};
 use super::qp::QpState;
 use super::ring::Storage;
 use super::sg::{self, SgError};
 use super::verbs::{send_flags, wc_flags, Cqe, WcOpcode, WcStatus, WrOpcode, GRH_LEN};
-use super::wire::{Opcode, Transport};
+use super::wire::{DethRepr, ImmDtRepr, Opcode, Transport};
 
 /// DETH Q_Key bit 31: the WR asks for the QP's own Q_Key (controlled Q_Key).
 pub const QKEY_CONTROLLED: u32 = 0x8000_0000;
@@ -49,14 +49,14 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             Opcode::UD_SEND_ONLY
         };
         let psn = self.req.next_psn;
-        let mut h = Hdrs::new(opcode, self.pkey, wqe.remote_qpn & 0xff_ffff, psn);
-        h.solicited = wqe.send_flags & send_flags::SOLICITED != 0;
-        h.deth = Some((deth_qkey(wqe.remote_qkey, self.attr.qkey), self.qpn));
+        let mut h = Headers::bth_only(opcode, self.pkey, wqe.remote_qpn & 0xff_ffff, psn);
+        h.bth.solicited = wqe.send_flags & send_flags::SOLICITED != 0;
+        h.deth = Some(DethRepr { q_key: deth_qkey(wqe.remote_qkey, self.attr.qkey), src_qp: self.qpn });
         if wqe.opcode == WrOpcode::SendWithImm {
-            h.imm = Some(wqe.imm_data);
+            h.immdt = Some(ImmDtRepr { imm: wqe.imm_data });
         }
         let plen = usize::try_from(len).ok()?;
-        let hlen = pkt::emit_headers(&h, plen, buf)?;
+        let hlen = packet::emit_headers(&h, plen, buf).ok()?;
         let end = hlen.checked_add(plen)?;
         let payload = buf.get_mut(hlen..end)?;
         if wqe.is_inline() {
@@ -73,7 +73,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             self.ud_local_error(seq, st);
             return None;
         }
-        let total = pkt::finish(buf, hlen, plen)?;
+        let total = packet::finish(buf, hlen, plen).ok()?;
         self.req.next_psn = psn.next();
         self.req.req_seq = seq.saturating_add(1);
         self.req.sent_seq = self.req.req_seq;
@@ -97,7 +97,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     }
 
     /// UD RQ Logic.
-    pub(super) fn ud_receive<M: Memory>(&mut self, mem: &mut M, rx: &Rx<'_>, net: &NetHeader<'_>) -> RxOutcome {
+    pub(super) fn ud_receive<M: Memory>(&mut self, mem: &mut M, rx: &TransportPacket<'_>, net: &NetHeader<'_>) -> RxOutcome {
         if !self.state.receives() {
             return RxOutcome::Dropped;
         }
@@ -106,7 +106,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         if rx.info.transport != Transport::Ud {
             return RxOutcome::Dropped;
         }
-        let Some((qkey, src_qp)) = rx.h.deth else {
+        let Some(DethRepr { q_key: qkey, src_qp }) = rx.headers.deth else {
             return RxOutcome::Dropped;
         };
         // Q_Key violation: silently dropped, no WQE used, no CQE.
@@ -142,14 +142,14 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             return RxOutcome::Dropped;
         }
         let mut flags = wc_flags::GRH;
-        if rx.h.imm.is_some() {
+        if rx.headers.immdt.map(|i| i.imm).is_some() {
             flags |= wc_flags::WITH_IMM;
         }
         let cqe = Cqe {
             status: WcStatus::Success,
             opcode: WcOpcode::Recv,
             byte_len: u32::try_from(need).unwrap_or(u32::MAX),
-            imm_data: rx.h.imm.unwrap_or(0),
+            imm_data: rx.headers.immdt.map_or(0, |i| i.imm),
             src_qp,
             wc_flags: flags,
             pkey_index: self.attr.pkey_index,

@@ -9,12 +9,12 @@
 
 use super::super::engine::{Qp, RecvSlot, RxOutcome, SendSlot};
 use super::super::memory::Memory;
-use super::super::pkt::Rx;
+use super::super::wire::packet::TransportPacket;
 use super::super::qp::QpState;
 use super::super::ring::Storage;
 use super::super::sg;
 use super::super::verbs::{WcStatus, WrOpcode};
-use super::super::wire::{AethSyndrome, NakCode, Operation, Psn};
+use super::super::wire::{AethRepr, AethSyndrome, NakCode, Operation, Psn};
 use super::{ack_timeout_ns, rnr_timer_ns, MIN_CWND, RNR_RETRY_INFINITE, WINDOW};
 
 /// Completer state.
@@ -167,11 +167,11 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
 
     /// Processes a response packet (ACKNOWLEDGE, READ response, ATOMIC
     /// ACKNOWLEDGE).
-    pub(crate) fn complete_response<M: Memory>(&mut self, now: u64, mem: &mut M, rx: &Rx<'_>) -> RxOutcome {
+    pub(crate) fn complete_response<M: Memory>(&mut self, now: u64, mem: &mut M, rx: &TransportPacket<'_>) -> RxOutcome {
         if !matches!(self.state, QpState::Rts | QpState::Sqd) {
             return RxOutcome::Dropped;
         }
-        let psn = rx.h.psn;
+        let psn = rx.headers.bth.psn;
         // Only PSNs that were sent can be answered; anything before the
         // first unacknowledged PSN is a stale duplicate.
         if !psn.is_before(self.req.psn_hi) || psn.is_before(self.comp.una.prev()) {
@@ -179,7 +179,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         }
         match rx.info.operation {
             Operation::Acknowledge => {
-                let Some((syndrome, _msn)) = rx.h.aeth else {
+                let Some(AethRepr { syndrome, .. }) = rx.headers.aeth else {
                     return RxOutcome::Dropped;
                 };
                 self.on_acknowledge(now, psn, syndrome)
@@ -273,8 +273,8 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         (seq < self.req.sent_seq && s.status.is_none()).then_some((seq, s))
     }
 
-    fn on_read_response<M: Memory>(&mut self, now: u64, mem: &mut M, rx: &Rx<'_>) -> RxOutcome {
-        let psn = rx.h.psn;
+    fn on_read_response<M: Memory>(&mut self, now: u64, mem: &mut M, rx: &TransportPacket<'_>) -> RxOutcome {
+        let psn = rx.headers.bth.psn;
         let Some((seq, s)) = self.oldest_after_implicit_ack(now, psn) else {
             return RxOutcome::Dropped;
         };
@@ -319,9 +319,9 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         RxOutcome::Accepted
     }
 
-    fn on_atomic_ack<M: Memory>(&mut self, now: u64, mem: &mut M, rx: &Rx<'_>) -> RxOutcome {
-        let psn = rx.h.psn;
-        let Some(orig) = rx.h.atomic_ack else {
+    fn on_atomic_ack<M: Memory>(&mut self, now: u64, mem: &mut M, rx: &TransportPacket<'_>) -> RxOutcome {
+        let psn = rx.headers.bth.psn;
+        let Some(orig) = rx.headers.atomic_ack_eth.map(|a| a.orig_data) else {
             return RxOutcome::Dropped;
         };
         let Some((seq, s)) = self.oldest_after_implicit_ack(now, psn) else {

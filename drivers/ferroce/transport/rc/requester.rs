@@ -7,12 +7,12 @@
 
 use super::super::engine::{Qp, RecvSlot, SendSlot, Transmit};
 use super::super::memory::Memory;
-use super::super::pkt::{self, AtomicReq, Hdrs, Reth};
+use super::super::wire::packet::{self, Headers};
 use super::super::qp::QpState;
 use super::super::ring::Storage;
 use super::super::sg::{self, SgError};
 use super::super::verbs::{send_flags, WcStatus, WrOpcode};
-use super::super::wire::{Opcode, Psn};
+use super::super::wire::{AtomicEthRepr, IethRepr, ImmDtRepr, Opcode, Psn, RethRepr};
 use super::{ack_timeout_ns, ACK_REQ_EVERY, MAX_MESSAGE};
 
 /// Requester progress through the send queue.
@@ -245,17 +245,17 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let wqe = &slot.wqe;
         let psn = self.req.next_psn;
         let off = self.req.req_off;
-        let mut h = Hdrs::new(Opcode::RC_ACKNOWLEDGE, self.pkey, self.attr.dest_qp_num, psn);
+        let mut h = Headers::bth_only(Opcode::RC_ACKNOWLEDGE, self.pkey, self.attr.dest_qp_num, psn);
         let op = wqe.opcode;
         let fail = WcStatus::LocQpOpErr;
         if op.is_read_or_atomic() {
-            h.ack_req = true;
+            h.bth.ack_req = true;
             if op == WrOpcode::RdmaRead {
-                h.opcode = Opcode::RC_RDMA_READ_REQUEST;
-                h.reth = Some(Reth {
+                h.bth.opcode = Opcode::RC_RDMA_READ_REQUEST;
+                h.reth = Some(RethRepr {
                     va: wqe.remote_addr.wrapping_add(u64::from(off)),
-                    rkey: wqe.rkey,
-                    len: slot.len.saturating_sub(off),
+                    r_key: wqe.rkey,
+                    dma_len: slot.len.saturating_sub(off),
                 });
             } else {
                 let (opcode, swap_add, compare) = if op == WrOpcode::AtomicCmpAndSwp {
@@ -263,11 +263,11 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 } else {
                     (Opcode::RC_FETCH_ADD, wqe.compare_add, 0)
                 };
-                h.opcode = opcode;
-                h.atomic = Some(AtomicReq { va: wqe.remote_addr, rkey: wqe.rkey, swap_add, compare });
+                h.bth.opcode = opcode;
+                h.atomic_eth = Some(AtomicEthRepr { va: wqe.remote_addr, r_key: wqe.rkey, swap_add, compare });
             }
-            let hlen = pkt::emit_headers(&h, 0, buf).ok_or(fail)?;
-            let total = pkt::finish(buf, hlen, 0).ok_or(fail)?;
+            let hlen = packet::emit_headers(&h, 0, buf).map_err(|_| fail)?;
+            let total = packet::finish(buf, hlen, 0).map_err(|_| fail)?;
             self.req.req_seq = self.req.req_seq.saturating_add(1);
             self.req.next_psn = slot.first_psn.wrapping_add(slot.npkts);
             self.req.req_off = 0;
@@ -279,18 +279,18 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let first = off == 0;
         let end = off.saturating_add(plen);
         let last = end >= slot.len;
-        h.opcode = send_write_opcode(op, first, last);
+        h.bth.opcode = send_write_opcode(op, first, last);
         let is_write = matches!(op, WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm);
         if first && is_write {
-            h.reth = Some(Reth { va: wqe.remote_addr, rkey: wqe.rkey, len: slot.len });
+            h.reth = Some(RethRepr { va: wqe.remote_addr, r_key: wqe.rkey, dma_len: slot.len });
         }
         if last {
             match op {
-                WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm => h.imm = Some(wqe.imm_data),
-                WrOpcode::SendWithInv => h.ieth = Some(wqe.imm_data),
+                WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm => h.immdt = Some(ImmDtRepr { imm: wqe.imm_data }),
+                WrOpcode::SendWithInv => h.ieth = Some(IethRepr { r_key: wqe.imm_data }),
                 _ => {}
             }
-            h.solicited = wqe.send_flags & send_flags::SOLICITED != 0
+            h.bth.solicited = wqe.send_flags & send_flags::SOLICITED != 0
                 && !matches!(op, WrOpcode::RdmaWrite);
         }
         let since = self.req.since_ack_req.saturating_add(1);
@@ -300,9 +300,9 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         // for the ACK timeout.
         let cwnd = self.cwnd();
         let fills = self.comp.una.distance_to(psn.next()) >= cwnd;
-        h.ack_req = last || fills || since >= ACK_REQ_EVERY.min((cwnd / 2).max(1));
+        h.bth.ack_req = last || fills || since >= ACK_REQ_EVERY.min((cwnd / 2).max(1));
         let plen_us = plen as usize;
-        let hlen = pkt::emit_headers(&h, plen_us, buf).ok_or(fail)?;
+        let hlen = packet::emit_headers(&h, plen_us, buf).map_err(|_| fail)?;
         let pend = hlen.checked_add(plen_us).ok_or(fail)?;
         let payload = buf.get_mut(hlen..pend).ok_or(fail)?;
         if wqe.is_inline() {
@@ -316,8 +316,8 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 SgError::Mem(_) => WcStatus::LocProtErr,
             })?;
         }
-        let total = pkt::finish(buf, hlen, plen_us).ok_or(fail)?;
-        self.req.since_ack_req = if h.ack_req { 0 } else { since };
+        let total = packet::finish(buf, hlen, plen_us).map_err(|_| fail)?;
+        self.req.since_ack_req = if h.bth.ack_req { 0 } else { since };
         self.req.next_psn = psn.next();
         if last {
             self.req.req_seq = self.req.req_seq.saturating_add(1);

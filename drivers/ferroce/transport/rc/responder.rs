@@ -10,13 +10,13 @@
 
 use super::super::engine::{complete_recv, Qp, RecvSlot, RxOutcome, SendSlot, Transmit};
 use super::super::memory::{Key, MemError, Memory};
-use super::super::pkt::{self, Hdrs, Rx};
+use super::super::wire::packet::{self, Headers, TransportPacket};
 use super::super::qp::MAX_RD_ATOMIC;
 use super::super::ring::{Ring, Storage};
 use super::super::sg::{self, SgError};
 use super::super::verbs::{access, wc_flags, Cqe, WcOpcode, WcStatus};
 use super::super::wire::aeth::CREDITS_UNLIMITED;
-use super::super::wire::{AethSyndrome, NakCode, Opcode, Operation, Position, Psn, Transport};
+use super::super::wire::{AethRepr, AethSyndrome, AtomicAckEthRepr, NakCode, Opcode, Operation, Position, Psn, Transport};
 use super::requester::packets;
 
 /// Response queue depth: every resource can have a job, with an ACK or NAK
@@ -191,14 +191,14 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     }
 
     /// Processes an RC request packet.
-    pub(crate) fn respond<M: Memory>(&mut self, mem: &mut M, rx: &Rx<'_>) -> RxOutcome {
+    pub(crate) fn respond<M: Memory>(&mut self, mem: &mut M, rx: &TransportPacket<'_>) -> RxOutcome {
         if !self.state.receives() {
             return RxOutcome::Dropped;
         }
         if rx.info.transport != Transport::Rc || !rx.info.is_request() {
             return RxOutcome::Dropped;
         }
-        let psn = rx.h.psn;
+        let psn = rx.headers.bth.psn;
         let d = psn.diff(self.resp.epsn);
         if d > 0 {
             // Out of sequence: one PSN sequence error NAK carrying ePSN.
@@ -214,7 +214,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         }
     }
 
-    fn in_order<M: Memory>(&mut self, mem: &mut M, rx: &Rx<'_>) -> Step {
+    fn in_order<M: Memory>(&mut self, mem: &mut M, rx: &TransportPacket<'_>) -> Step {
         let info = &rx.info;
         // Opcode sequence: a message in progress continues with MIDDLE or
         // LAST of the same operation; otherwise FIRST or ONLY.
@@ -256,10 +256,10 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
 
     /// Accepts the in-order packet: ePSN moves on, an ACK is queued when
     /// asked for.
-    fn accept(&mut self, rx: &Rx<'_>) -> Step {
-        self.resp.epsn = rx.h.psn.next();
-        if rx.h.ack_req {
-            self.push_ack(rx.h.psn);
+    fn accept(&mut self, rx: &TransportPacket<'_>) -> Step {
+        self.resp.epsn = rx.headers.bth.psn.next();
+        if rx.headers.bth.ack_req {
+            self.push_ack(rx.headers.bth.psn);
         }
         Step::Done(RxOutcome::Accepted)
     }
@@ -269,14 +269,14 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         Step::Done(self.push_retry_nak(psn, AethSyndrome::RnrNak { timer }))
     }
 
-    fn recv_send<M: Memory>(&mut self, mem: &mut M, rx: &Rx<'_>) -> Step {
+    fn recv_send<M: Memory>(&mut self, mem: &mut M, rx: &TransportPacket<'_>) -> Step {
         let (seq, off) = match self.resp.cur {
             InProgress::Send { rq_seq, off } => (rq_seq, off),
             _ => {
                 // FIRST/ONLY takes a receive WQE; none posted: RNR NAK.
                 let seq = self.rq_next;
                 if seq >= self.rq_end() {
-                    return self.rnr(rx.h.psn);
+                    return self.rnr(rx.headers.bth.psn);
                 }
                 self.rq_next = seq.saturating_add(1);
                 (seq, 0)
@@ -308,11 +308,11 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         }
         let mut flags = 0;
         let mut imm = 0;
-        if let Some(v) = rx.h.imm {
+        if let Some(v) = rx.headers.immdt.map(|i| i.imm) {
             flags |= wc_flags::WITH_IMM;
             imm = v;
         }
-        if let Some(rkey) = rx.h.ieth {
+        if let Some(rkey) = rx.headers.ieth.map(|i| i.r_key) {
             if mem.invalidate(self.pd, rkey).is_err() {
                 return Step::Fatal(Fatal { nak: NakCode::InvalidRequest, rqe: Some((seq, WcStatus::LocProtErr)) });
             }
@@ -335,21 +335,21 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         self.accept(rx)
     }
 
-    fn recv_write<M: Memory>(&mut self, mem: &mut M, rx: &Rx<'_>) -> Step {
+    fn recv_write<M: Memory>(&mut self, mem: &mut M, rx: &TransportPacket<'_>) -> Step {
         let (va, rkey, left, total) = match self.resp.cur {
             InProgress::Write { va, rkey, left, total } => (va, rkey, left, total),
             _ => {
-                let Some(r) = rx.h.reth else {
+                let Some(r) = rx.headers.reth else {
                     return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
                 };
-                if r.len > super::MAX_MESSAGE {
+                if r.dma_len > super::MAX_MESSAGE {
                     return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
                 }
                 // The whole target range is checked before any byte lands.
-                if r.len > 0 && mem.check(self.pd, Key::Remote(r.rkey), r.va, u64::from(r.len), true).is_err() {
+                if r.dma_len > 0 && mem.check(self.pd, Key::Remote(r.r_key), r.va, u64::from(r.dma_len), true).is_err() {
                     return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError));
                 }
-                (r.va, r.rkey, r.len, r.len)
+                (r.va, r.r_key, r.dma_len, r.dma_len)
             }
         };
         let plen = rx.payload.len() as u32;
@@ -360,7 +360,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         // WRITE with immediate consumes a receive WQE: RNR NAK before any
         // byte lands when none is posted.
         if rx.info.immediate && self.rq_next >= self.rq_end() {
-            return self.rnr(rx.h.psn);
+            return self.rnr(rx.headers.bth.psn);
         }
         if plen > 0 && mem.write(self.pd, Key::Remote(rkey), va, rx.payload).is_err() {
             return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError));
@@ -374,7 +374,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             };
             return self.accept(rx);
         }
-        if let Some(imm) = rx.h.imm {
+        if let Some(imm) = rx.headers.immdt.map(|i| i.imm) {
             let seq = self.rq_next;
             self.rq_next = seq.saturating_add(1);
             let cqe = Cqe {
@@ -416,17 +416,17 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         Some(i)
     }
 
-    fn recv_read<M: Memory>(&mut self, mem: &mut M, rx: &Rx<'_>) -> Step {
+    fn recv_read<M: Memory>(&mut self, mem: &mut M, rx: &TransportPacket<'_>) -> Step {
         if self.attr.max_dest_rd_atomic == 0 {
             return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
         }
-        let Some(r) = rx.h.reth else {
+        let Some(r) = rx.headers.reth else {
             return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
         };
-        if r.len > super::MAX_MESSAGE {
+        if r.dma_len > super::MAX_MESSAGE {
             return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
         }
-        if r.len > 0 && mem.check(self.pd, Key::Remote(r.rkey), r.va, u64::from(r.len), false).is_err() {
+        if r.dma_len > 0 && mem.check(self.pd, Key::Remote(r.r_key), r.va, u64::from(r.dma_len), false).is_err() {
             return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError));
         }
         // No free resource or queue slot: drop without moving ePSN; the
@@ -437,16 +437,16 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let Some(i) = self.alloc_resource() else {
             return Step::Done(RxOutcome::Dropped);
         };
-        let psn = rx.h.psn;
-        let npkts = packets(r.len, self.pmtu());
+        let psn = rx.headers.bth.psn;
+        let npkts = packets(r.dma_len, self.pmtu());
         self.resp.msn = next_msn(self.resp.msn);
         let res = Resource {
             kind: ResKind::Read,
             first_psn: psn,
             npkts,
             va: r.va,
-            rkey: r.rkey,
-            len: r.len,
+            rkey: r.r_key,
+            len: r.dma_len,
             orig: 0,
             msn: self.resp.msn,
             busy: true,
@@ -460,11 +460,11 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         Step::Done(RxOutcome::Accepted)
     }
 
-    fn recv_atomic<M: Memory>(&mut self, mem: &mut M, rx: &Rx<'_>) -> Step {
+    fn recv_atomic<M: Memory>(&mut self, mem: &mut M, rx: &TransportPacket<'_>) -> Step {
         if self.attr.max_dest_rd_atomic == 0 {
             return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
         }
-        let Some(a) = rx.h.atomic else {
+        let Some(a) = rx.headers.atomic_eth else {
             return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
         };
         if a.va % 8 != 0 {
@@ -477,23 +477,23 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             return Step::Done(RxOutcome::Dropped);
         };
         let result = if rx.info.operation == Operation::CompareSwap {
-            mem.compare_swap(self.pd, a.rkey, a.va, a.compare, a.swap_add)
+            mem.compare_swap(self.pd, a.r_key, a.va, a.compare, a.swap_add)
         } else {
-            mem.fetch_add(self.pd, a.rkey, a.va, a.swap_add)
+            mem.fetch_add(self.pd, a.r_key, a.va, a.swap_add)
         };
         let orig = match result {
             Ok(v) => v,
             Err(MemError::Misaligned) => return Step::Fatal(Fatal::nak(NakCode::InvalidRequest)),
             Err(_) => return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError)),
         };
-        let psn = rx.h.psn;
+        let psn = rx.headers.bth.psn;
         self.resp.msn = next_msn(self.resp.msn);
         let res = Resource {
             kind: ResKind::Atomic,
             first_psn: psn,
             npkts: 1,
             va: a.va,
-            rkey: a.rkey,
+            rkey: a.r_key,
             len: 8,
             orig,
             msn: self.resp.msn,
@@ -508,8 +508,8 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     }
 
     /// A request behind ePSN: answered again, never executed again.
-    fn duplicate(&mut self, rx: &Rx<'_>) -> RxOutcome {
-        let psn = rx.h.psn;
+    fn duplicate(&mut self, rx: &TransportPacket<'_>) -> RxOutcome {
+        let psn = rx.headers.bth.psn;
         match rx.info.operation {
             Operation::Send | Operation::RdmaWrite => {
                 // Re-ACK (C9-105), coalesced, with the duplicate's own PSN:
@@ -596,15 +596,15 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         }
     }
 
-    fn response_headers(&self, opcode: Opcode, psn: Psn) -> Hdrs {
-        Hdrs::new(opcode, self.pkey, self.attr.dest_qp_num, psn)
+    fn response_headers(&self, opcode: Opcode, psn: Psn) -> Headers {
+        Headers::bth_only(opcode, self.pkey, self.attr.dest_qp_num, psn)
     }
 
     fn emit_ack(&self, psn: Psn, syndrome: AethSyndrome, msn: u32, buf: &mut [u8]) -> Option<Transmit> {
         let mut h = self.response_headers(Opcode::RC_ACKNOWLEDGE, psn);
-        h.aeth = Some((syndrome, msn));
-        let hlen = pkt::emit_headers(&h, 0, buf)?;
-        let len = pkt::finish(buf, hlen, 0)?;
+        h.aeth = Some(AethRepr { syndrome, msn });
+        let hlen = packet::emit_headers(&h, 0, buf).ok()?;
+        let len = packet::finish(buf, hlen, 0).ok()?;
         Some(Transmit { len, ah: self.attr.ah, dest_qpn: self.attr.dest_qp_num })
     }
 
@@ -636,10 +636,10 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 r.busy = false;
                 let r = *r;
                 let mut h = self.response_headers(Opcode::RC_ATOMIC_ACKNOWLEDGE, r.first_psn);
-                h.aeth = Some((ACK, r.msn));
-                h.atomic_ack = Some(r.orig);
-                let hlen = pkt::emit_headers(&h, 0, buf)?;
-                let len = pkt::finish(buf, hlen, 0)?;
+                h.aeth = Some(AethRepr { syndrome: ACK, msn: r.msn });
+                h.atomic_ack_eth = Some(AtomicAckEthRepr { orig_data: r.orig });
+                let hlen = packet::emit_headers(&h, 0, buf).ok()?;
+                let len = packet::finish(buf, hlen, 0).ok()?;
                 Some(Transmit { len, ah: self.attr.ah, dest_qpn: self.attr.dest_qp_num })
             }
             Job::Read { res, start, psn, off } => self.read_response(mem, res, start, psn, off, buf),
@@ -668,10 +668,10 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         };
         let mut h = self.response_headers(opcode, psn);
         if first || last {
-            h.aeth = Some((ACK, r.msn));
+            h.aeth = Some(AethRepr { syndrome: ACK, msn: r.msn });
         }
         let plen_us = plen as usize;
-        let hlen = pkt::emit_headers(&h, plen_us, buf)?;
+        let hlen = packet::emit_headers(&h, plen_us, buf).ok()?;
         let payload = buf.get_mut(hlen..hlen.checked_add(plen_us)?)?;
         if plen > 0 && mem.read(self.pd, Key::Remote(r.rkey), r.va.wrapping_add(u64::from(off)), payload).is_err() {
             // The region went away under the READ: remote access error.
@@ -679,7 +679,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             let (p, s) = self.resp.final_nak.take()?;
             return self.emit_ack(p, s, self.resp.msn, buf);
         }
-        let len = pkt::finish(buf, hlen, plen_us)?;
+        let len = packet::finish(buf, hlen, plen_us).ok()?;
         if last {
             self.resp.jobs.pop();
             if let Some(x) = self.resp.res.get_mut(usize::from(res)) {

@@ -37,7 +37,6 @@ use std::collections::VecDeque;
 use common::*;
 use ferroce_transport::engine::{NetHeader, RxOutcome};
 use ferroce_transport::memory::{Key, MemError, Memory};
-use ferroce_transport::pkt;
 use ferroce_transport::qp::{mask, Mtu, QpAttr, QpState, QpType};
 use ferroce_transport::verbs::{access, send_flags, Cqe, RecvWqe, SendWqe, Sge, WcStatus, WrOpcode, MAX_SGE};
 use ferroce_transport::wire::aeth::AethSyndrome;
@@ -613,33 +612,33 @@ impl Case {
             "transmit in {state:?}"
         );
         assert!(t.len <= self.buf.len());
-        let p = pkt::parse(&self.buf[..t.len]).expect("the engine emits packets that parse");
-        assert_eq!(p.h.dest_qp, t.dest_qpn);
+        let p = packet::parse(&self.buf[..t.len]).expect("the engine emits packets that parse, payload rules included");
+        assert_eq!(p.headers.bth.dest_qp, t.dest_qpn);
         assert!(p.payload.len() <= self.pmtu as usize, "payload above the path MTU");
         if state == QpState::Err {
             assert!(
-                matches!(p.h.aeth, Some((AethSyndrome::Nak(_), _))) && p.info.operation == Operation::Acknowledge,
+                matches!(p.headers.aeth.map(|a| a.syndrome), Some(AethSyndrome::Nak(_))) && p.info.operation == Operation::Acknowledge,
                 "ERR sends only the final NAK: {:?}",
-                p.h
+                p.headers
             );
         }
         match self.ty {
             QpType::Ud => {
                 assert_eq!(p.info.transport, Transport::Ud);
-                assert_eq!(p.h.deth.map(|d| d.1), Some(self.qpn));
+                assert_eq!(p.headers.deth.map(|d| d.src_qp), Some(self.qpn));
             }
             QpType::Rc => {
                 assert_eq!(p.info.transport, Transport::Rc);
                 assert_eq!(t.dest_qpn, self.dest);
                 if p.info.is_request() {
-                    let len = p.h.reth.map_or(p.payload.len() as u32, |r| r.len);
+                    let len = p.headers.reth.map_or(p.payload.len() as u32, |r| r.dma_len);
                     let npkts = if p.info.operation == Operation::RdmaReadRequest {
                         len.div_ceil(self.pmtu).max(1)
                     } else {
                         1
                     };
                     self.sent.push_back(Sent {
-                        psn: p.h.psn.value(),
+                        psn: p.headers.bth.psn.value(),
                         op: p.info.operation,
                         npkts,
                         len,
@@ -727,10 +726,10 @@ impl Case {
         }
         // Advance the responder cursor for in-order requests.
         if out == RxOutcome::Accepted {
-            if let Some(p) = pkt::parse(bytes) {
-                if p.info.is_request() && p.h.psn == self.cursor {
-                    let n = match p.h.reth {
-                        Some(r) if p.info.operation == Operation::RdmaReadRequest => r.len.div_ceil(self.pmtu).max(1),
+            if let Ok(p) = packet::parse_headers(bytes) {
+                if p.info.is_request() && p.headers.bth.psn == self.cursor {
+                    let n = match p.headers.reth {
+                        Some(r) if p.info.operation == Operation::RdmaReadRequest => r.dma_len.div_ceil(self.pmtu).max(1),
                         _ => 1,
                     };
                     self.cursor = self.cursor.wrapping_add(n);

@@ -4,7 +4,8 @@ mod common;
 
 use common::*;
 use ferroce_transport::engine::RxOutcome;
-use ferroce_transport::pkt::{self, Hdrs, Reth};
+use ferroce_transport::wire::packet::{self, Headers, TransportPacket};
+use ferroce_transport::wire::RethRepr;
 use ferroce_transport::qp::{mask, Mtu, QpAttr, QpState};
 use ferroce_transport::verbs::{access, send_flags, wc_flags, FastReg, SendWqe, WcOpcode, WcStatus, WrOpcode};
 use ferroce_transport::wire::{AethSyndrome, NakCode, Opcode, Psn};
@@ -63,22 +64,23 @@ fn read(r: &Rc, wr_id: u64, len: u32, laddr: u64, raddr: u64) -> SendWqe {
     w
 }
 
-fn p(b: &[u8]) -> pkt::Rx<'_> {
-    pkt::parse(b).unwrap()
+fn p(b: &[u8]) -> TransportPacket<'_> {
+    packet::parse_headers(b).unwrap()
 }
 
 fn aeth(b: &[u8]) -> (AethSyndrome, u32) {
-    p(b).h.aeth.unwrap()
+    let a = p(b).headers.aeth.unwrap();
+    (a.syndrome, a.msn)
 }
 
-fn request(opcode: Opcode, psn: u32, payload: &[u8], f: impl FnOnce(&mut Hdrs)) -> Vec<u8> {
-    let mut h = Hdrs::new(opcode, 0xffff, B, Psn::new(psn));
-    h.ack_req = true;
+fn request(opcode: Opcode, psn: u32, payload: &[u8], f: impl FnOnce(&mut Headers)) -> Vec<u8> {
+    let mut h = Headers::bth_only(opcode, 0xffff, B, Psn::new(psn));
+    h.bth.ack_req = true;
     f(&mut h);
     let mut buf = vec![0u8; 5000];
-    let hl = pkt::emit_headers(&h, payload.len(), &mut buf).unwrap();
+    let hl = packet::emit_headers(&h, payload.len(), &mut buf).unwrap();
     buf[hl..hl + payload.len()].copy_from_slice(payload);
-    let n = pkt::finish(&mut buf, hl, payload.len()).unwrap();
+    let n = packet::finish(&mut buf, hl, payload.len()).unwrap();
     buf.truncate(n);
     buf
 }
@@ -96,14 +98,14 @@ fn rc_segmentation_by_pmtu_first_middle_last_psn_plus_one_ackreq_on_last() {
     r.a.post_send(&send(&r, 2, 256)).unwrap();
     r.a.post_send(&send(&r, 3, 0)).unwrap();
     let pk = drain_tx(&mut r.a, 0, &mut r.ma);
-    let ops: Vec<Opcode> = pk.iter().map(|b| p(b).h.opcode).collect();
+    let ops: Vec<Opcode> = pk.iter().map(|b| p(b).headers.bth.opcode).collect();
     use Opcode as O;
     assert_eq!(ops, vec![O::RC_SEND_FIRST, O::RC_SEND_MIDDLE, O::RC_SEND_MIDDLE, O::RC_SEND_LAST, O::RC_SEND_ONLY, O::RC_SEND_ONLY]);
-    let psns: Vec<u32> = pk.iter().map(|b| p(b).h.psn.value()).collect();
+    let psns: Vec<u32> = pk.iter().map(|b| p(b).headers.bth.psn.value()).collect();
     assert_eq!(psns, (0..6).map(|i| PSN_A + i).collect::<Vec<_>>());
     let lens: Vec<usize> = pk.iter().map(|b| p(b).payload.len()).collect();
     assert_eq!(lens, vec![256, 256, 256, 10, 256, 0]);
-    let ackreq: Vec<bool> = pk.iter().map(|b| p(b).h.ack_req).collect();
+    let ackreq: Vec<bool> = pk.iter().map(|b| p(b).headers.bth.ack_req).collect();
     assert_eq!(ackreq, vec![false, false, false, true, true, true]);
 }
 
@@ -112,7 +114,7 @@ fn rc_ackreq_set_periodically_within_long_messages() {
     let mut r = setup();
     r.a.post_send(&write(&r, 1, 256 * 40, 0x3_0000)).unwrap();
     let pk = drain_tx(&mut r.a, 0, &mut r.ma);
-    let with: Vec<usize> = (0..pk.len()).filter(|&i| p(&pk[i]).h.ack_req).collect();
+    let with: Vec<usize> = (0..pk.len()).filter(|&i| p(&pk[i]).headers.bth.ack_req).collect();
     assert_eq!(with, vec![31, 39]);
 }
 
@@ -156,14 +158,14 @@ fn rc_nak_psn_sequence_error_once_per_sequence_error() {
     let out = drain_tx(&mut r.b, 0, &mut r.mb);
     assert_eq!(out.len(), 1, "one NAK per sequence error");
     assert_eq!(aeth(&out[0]).0, AethSyndrome::Nak(NakCode::PsnSequenceError));
-    assert_eq!(p(&out[0]).h.psn.value(), PSN_A, "the NAK carries the ePSN");
+    assert_eq!(p(&out[0]).headers.bth.psn.value(), PSN_A, "the NAK carries the ePSN");
     // The expected packet clears the error; a new gap NAKs again.
     deliver(&mut r.b, 0, &mut r.mb, &request(Opcode::RC_SEND_ONLY, PSN_A, b"x", |_| {}));
     deliver(&mut r.b, 0, &mut r.mb, &request(Opcode::RC_SEND_ONLY, PSN_A + 5, b"x", |_| {}));
     let out = drain_tx(&mut r.b, 0, &mut r.mb);
     assert_eq!(out.len(), 2);
     assert_eq!(aeth(&out[1]).0, AethSyndrome::Nak(NakCode::PsnSequenceError));
-    assert_eq!(p(&out[1]).h.psn.value(), PSN_A + 1);
+    assert_eq!(p(&out[1]).headers.bth.psn.value(), PSN_A + 1);
     assert_eq!(r.b.state(), QpState::Rts, "a sequence error is not fatal");
 }
 
@@ -184,7 +186,7 @@ fn rc_requester_goes_back_n_from_naked_psn() {
         deliver(&mut r.a, 0, &mut r.ma, x);
     }
     let again = drain_tx(&mut r.a, 0, &mut r.ma);
-    let psns: Vec<u32> = again.iter().map(|b| p(b).h.psn.value()).collect();
+    let psns: Vec<u32> = again.iter().map(|b| p(b).headers.bth.psn.value()).collect();
     assert_eq!(psns, vec![PSN_A + 1, PSN_A + 2, PSN_A + 3]);
     for x in &again {
         deliver(&mut r.b, 0, &mut r.mb, x);
@@ -215,7 +217,7 @@ fn rc_loss_halves_the_window_then_everything_completes() {
     }
     let again = drain_tx(&mut r.a, 0, &mut r.ma);
     assert_eq!(again.len(), 64, "window halved after the loss");
-    assert_eq!(p(&again[0]).h.psn.value(), PSN_A, "go back to the lost PSN");
+    assert_eq!(p(&again[0]).headers.bth.psn.value(), PSN_A, "go back to the lost PSN");
     // Everything from here on arrives: the exchange completes all 200 and
     // the window grows again.
     for x in &again {
@@ -250,7 +252,7 @@ fn rc_small_window_asks_for_the_ack_that_opens_it() {
     r.a.post_send(&write(&r, 100, 16384, 0x3_0000)).unwrap();
     let burst = drain_tx(&mut r.a, 0, &mut r.ma);
     assert!(burst.len() < 16, "a reduced window ({} packets sent)", burst.len());
-    assert!(p(burst.last().unwrap()).h.ack_req, "the packet that fills the window asks for an ACK");
+    assert!(p(burst.last().unwrap()).headers.bth.ack_req, "the packet that fills the window asks for an ACK");
     for x in &burst {
         deliver(&mut r.b, 0, &mut r.mb, x);
     }
@@ -331,7 +333,7 @@ fn rc_rnr_nak_carries_min_rnr_timer_and_requester_waits() {
     assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &pk[0]), RxOutcome::Nak);
     let out = drain_tx(&mut r.b, 0, &mut r.mb);
     assert_eq!(aeth(&out[0]).0, AethSyndrome::RnrNak { timer: 14 });
-    assert_eq!(p(&out[0]).h.psn.value(), PSN_A);
+    assert_eq!(p(&out[0]).headers.bth.psn.value(), PSN_A);
     deliver(&mut r.a, 1000, &mut r.ma, &out[0]);
     // 1.28 ms for code 14: nothing before, the retry after.
     assert_eq!(r.a.next_deadline(), Some(1000 + 1_280_000));
@@ -339,7 +341,7 @@ fn rc_rnr_nak_carries_min_rnr_timer_and_requester_waits() {
     r.a.on_timer(1000 + 1_280_000);
     post_recvs(&mut r, 1);
     let again = drain_tx(&mut r.a, 1000 + 1_280_000, &mut r.ma);
-    assert_eq!(p(&again[0]).h.psn.value(), PSN_A);
+    assert_eq!(p(&again[0]).headers.bth.psn.value(), PSN_A);
     deliver(&mut r.b, 0, &mut r.mb, &again[0]);
     exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 2_000_000);
     assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::Success);
@@ -374,7 +376,7 @@ fn rc_duplicate_send_and_write_are_reacked_not_reexecuted() {
     let out = drain_tx(&mut r.b, 0, &mut r.mb);
     assert_eq!(out.len(), 1);
     assert!(matches!(aeth(&out[0]).0, AethSyndrome::Ack { .. }));
-    assert_eq!(p(&out[0]).h.psn.value(), PSN_A);
+    assert_eq!(p(&out[0]).headers.bth.psn.value(), PSN_A);
     assert_eq!(all_cqes(&mut r.b).1.len(), 1, "executed once");
     assert_eq!(r.b.recv_queue_len(), 1);
 }
@@ -392,12 +394,12 @@ fn rc_duplicate_read_regenerated_from_read_resources() {
     let again = drain_tx(&mut r.b, 0, &mut r.mb);
     assert_eq!(again, first, "same responses, regenerated");
     let resume = request(Opcode::RC_RDMA_READ_REQUEST, PSN_A + 2, &[], |h| {
-        h.reth = Some(Reth { va: 0x3_0000 + 512, rkey: r.tgt, len: 88 });
+        h.reth = Some(RethRepr { va: 0x3_0000 + 512, r_key: r.tgt, dma_len: 88 });
     });
     assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &resume), RxOutcome::Accepted);
     let tail = drain_tx(&mut r.b, 0, &mut r.mb);
     assert_eq!(tail.len(), 1);
-    assert_eq!(p(&tail[0]).h.psn.value(), PSN_A + 2);
+    assert_eq!(p(&tail[0]).headers.bth.psn.value(), PSN_A + 2);
     assert_eq!(p(&tail[0]).payload, p(&first[2]).payload);
     assert_eq!(r.b.state(), QpState::Rts);
 }
@@ -418,7 +420,7 @@ fn rc_duplicate_atomic_replays_cached_result_without_reexecuting() {
     let again = drain_tx(&mut r.b, 0, &mut r.mb);
     assert_eq!(again, first, "cached original value replayed");
     assert_eq!(r.mb.bytes(r.tgt, 0x1000, 8), &after[..], "not executed twice");
-    assert_eq!(p(&again[0]).h.opcode, Opcode::RC_ATOMIC_ACKNOWLEDGE);
+    assert_eq!(p(&again[0]).headers.bth.opcode, Opcode::RC_ATOMIC_ACKNOWLEDGE);
 }
 
 #[test]
@@ -448,7 +450,7 @@ fn rc_duplicate_write_after_atomic_is_acked_at_its_own_psn() {
     let out = drain_tx(&mut r.b, 0, &mut r.mb);
     assert_eq!(out.len(), 1);
     assert!(matches!(aeth(&out[0]).0, AethSyndrome::Ack { .. }));
-    assert_eq!(p(&out[0]).h.psn.value(), PSN_A, "the WRITE's PSN, not the atomic's");
+    assert_eq!(p(&out[0]).headers.bth.psn.value(), PSN_A, "the WRITE's PSN, not the atomic's");
 }
 
 #[test]
@@ -504,8 +506,8 @@ fn rc_implied_nak_reissues_read_when_ack_passes_it() {
     deliver(&mut r.a, 0, &mut r.ma, &resp[1]);
     assert!(r.a.poll_send_cq().is_none());
     let again = drain_tx(&mut r.a, 0, &mut r.ma);
-    assert_eq!(p(&again[0]).h.opcode, Opcode::RC_RDMA_READ_REQUEST);
-    assert_eq!(p(&again[0]).h.psn.value(), PSN_A);
+    assert_eq!(p(&again[0]).headers.bth.opcode, Opcode::RC_RDMA_READ_REQUEST);
+    assert_eq!(p(&again[0]).headers.bth.psn.value(), PSN_A);
     for x in &again {
         deliver(&mut r.b, 0, &mut r.mb, x);
     }
@@ -528,7 +530,7 @@ fn rc_old_ack_among_read_responses_changes_nothing() {
         deliver(&mut r.b, 0, &mut r.mb, x);
     }
     let resp = drain_tx(&mut r.b, 0, &mut r.mb);
-    let ops: Vec<Opcode> = resp.iter().map(|x| p(x).h.opcode).collect();
+    let ops: Vec<Opcode> = resp.iter().map(|x| p(x).headers.bth.opcode).collect();
     assert_eq!(ops[0], Opcode::RC_ACKNOWLEDGE, "the WRITE's ACK first: {ops:?}");
     assert_eq!(resp.len(), 5, "ACK, then 4 READ responses at MTU 256");
     // READ FIRST, the old ACK, the rest of the READ, the ACK once more.
@@ -571,7 +573,7 @@ fn rc_max_rd_atomic_limits_outstanding_reads_and_fence_waits() {
 fn rc_responder_nak_invalid_request_beyond_max_dest_rd_atomic_zero() {
     let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, max_rd_atomic: 0, ..RcParams::default() });
     let req = request(Opcode::RC_RDMA_READ_REQUEST, PSN_A, &[], |h| {
-        h.reth = Some(Reth { va: 0x3_0000, rkey: r.tgt, len: 8 });
+        h.reth = Some(RethRepr { va: 0x3_0000, r_key: r.tgt, dma_len: 8 });
     });
     assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &req), RxOutcome::Nak);
     let out = drain_tx(&mut r.b, 0, &mut r.mb);
@@ -656,7 +658,7 @@ fn rc_read_resources_recycle_oldest_first_keeping_newer_ones_for_duplicates() {
     let rkey = r.tgt;
     let rd = |psn: u32| {
         request(Opcode::RC_RDMA_READ_REQUEST, psn, &[], |h| {
-            h.reth = Some(Reth { va: 0x3_0000, rkey, len: 8 });
+            h.reth = Some(RethRepr { va: 0x3_0000, r_key: rkey, dma_len: 8 });
         })
     };
     deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A));
@@ -671,11 +673,11 @@ fn rc_read_resources_recycle_oldest_first_keeping_newer_ones_for_duplicates() {
     deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A + 2));
     deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A + 1));
     let out = drain_tx(&mut r.b, 0, &mut r.mb);
-    let psns: Vec<u32> = out.iter().map(|b| p(b).h.psn.value()).collect();
+    let psns: Vec<u32> = out.iter().map(|b| p(b).headers.bth.psn.value()).collect();
     assert_eq!(psns, vec![PSN_A + 1]);
     deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A + 2));
     let out = drain_tx(&mut r.b, 0, &mut r.mb);
-    let psns: Vec<u32> = out.iter().map(|b| p(b).h.psn.value()).collect();
+    let psns: Vec<u32> = out.iter().map(|b| p(b).headers.bth.psn.value()).collect();
     assert_eq!(psns, vec![PSN_A + 2]);
 }
 
@@ -685,7 +687,7 @@ fn rc_duplicate_read_is_answered_before_the_streams_queued_after_it() {
     let rkey = r.tgt;
     let rd = |psn: u32, len: u32| {
         request(Opcode::RC_RDMA_READ_REQUEST, psn, &[], |h| {
-            h.reth = Some(Reth { va: 0x3_0000, rkey, len });
+            h.reth = Some(RethRepr { va: 0x3_0000, r_key: rkey, dma_len: len });
         })
     };
     // A one-packet READ, then an eight-packet one right behind it.
@@ -698,17 +700,17 @@ fn rc_duplicate_read_is_answered_before_the_streams_queued_after_it() {
     r.b.poll_transmit(0, &mut r.mb, &mut buf).unwrap();
     deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A, 8));
     let out = drain_tx(&mut r.b, 0, &mut r.mb);
-    let psns: Vec<u32> = out.iter().map(|b| p(b).h.psn.value()).collect();
+    let psns: Vec<u32> = out.iter().map(|b| p(b).headers.bth.psn.value()).collect();
     assert_eq!(psns, vec![PSN_A], "the duplicate is answered at once, the stale stream dropped");
-    assert_eq!(p(&out[0]).h.opcode, Opcode::RC_RDMA_READ_RESPONSE_ONLY);
+    assert_eq!(p(&out[0]).headers.bth.opcode, Opcode::RC_RDMA_READ_RESPONSE_ONLY);
     assert_eq!(p(&out[0]).payload, &r.mb.region_mut(r.tgt).data[..8]);
     // The resent second READ is answered whole from its resource.
     deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A + 1, 8 * 256));
     let out = drain_tx(&mut r.b, 0, &mut r.mb);
-    let psns: Vec<u32> = out.iter().map(|b| p(b).h.psn.value()).collect();
+    let psns: Vec<u32> = out.iter().map(|b| p(b).headers.bth.psn.value()).collect();
     assert_eq!(psns, (PSN_A + 1..PSN_A + 9).collect::<Vec<_>>());
-    assert_eq!(p(&out[0]).h.opcode, Opcode::RC_RDMA_READ_RESPONSE_FIRST);
-    assert_eq!(p(&out[7]).h.opcode, Opcode::RC_RDMA_READ_RESPONSE_LAST);
+    assert_eq!(p(&out[0]).headers.bth.opcode, Opcode::RC_RDMA_READ_RESPONSE_FIRST);
+    assert_eq!(p(&out[7]).headers.bth.opcode, Opcode::RC_RDMA_READ_RESPONSE_LAST);
 }
 
 #[test]
@@ -875,7 +877,7 @@ fn rc_fast_reg_takes_effect_in_order_when_the_requester_reaches_it() {
     let t = poll_checked(&mut r.b, 0, &mut r.mb, &mut buf).unwrap();
     assert!(r.mb.fast[h as usize].valid, "REG_MR did not take effect before the SEND after it");
     pkts.push(buf[..t.len].to_vec());
-    assert_eq!(p(&pkts[3]).h.psn, Psn::new(PSN_B).wrapping_add(3), "REG_MR used no PSN");
+    assert_eq!(p(&pkts[3]).headers.bth.psn, Psn::new(PSN_B).wrapping_add(3), "REG_MR used no PSN");
     // Completed at once but reported in order: nothing before the ACKs.
     assert!(r.b.poll_send_cq().is_none());
     for pk in &pkts {

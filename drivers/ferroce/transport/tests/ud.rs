@@ -6,7 +6,8 @@ mod common;
 use common::*;
 use ferroce_transport::engine::{NetHeader, RxOutcome};
 use ferroce_transport::error::Error;
-use ferroce_transport::pkt::{self, Hdrs};
+use ferroce_transport::wire::packet::{self, Headers, TransportPacket};
+use ferroce_transport::wire::{DethRepr, ImmDtRepr};
 use ferroce_transport::qp::{Mtu, QpState};
 use ferroce_transport::verbs::{access, send_flags, wc_flags, WcOpcode, WcStatus, WrOpcode};
 use ferroce_transport::wire::{Opcode, Psn};
@@ -43,8 +44,8 @@ fn ud_send(wr_id: u64, len: u32, src: u32, qkey: u32) -> ferroce_transport::verb
     w
 }
 
-fn parsed(p: &[u8]) -> pkt::Rx<'_> {
-    pkt::parse(p).expect("valid packet")
+fn parsed(p: &[u8]) -> TransportPacket<'_> {
+    packet::parse_headers(p).expect("valid packet")
 }
 
 #[test]
@@ -58,7 +59,7 @@ fn ud_psn_is_previous_plus_one_from_start_psn() {
         a.post_send(&w).unwrap();
     }
     let pk = drain_tx(&mut a, 0, &mut m);
-    let psns: Vec<u32> = pk.iter().map(|p| parsed(p).h.psn.value()).collect();
+    let psns: Vec<u32> = pk.iter().map(|p| parsed(p).headers.bth.psn.value()).collect();
     assert_eq!(psns, vec![0xff_fffe, 0xff_ffff, 0, 1]);
 }
 
@@ -67,7 +68,7 @@ fn ud_deth_qkey_from_wr_when_bit31_clear() {
     let mut u = setup();
     u.a.post_send(&ud_send(1, 4, u.src, QKEY)).unwrap();
     let pk = drain_tx(&mut u.a, 0, &mut u.ma);
-    assert_eq!(parsed(&pk[0]).h.deth, Some((QKEY, 0x10)));
+    assert_eq!(parsed(&pk[0]).headers.deth, Some(DethRepr { q_key: QKEY, src_qp: 0x10 }));
 }
 
 #[test]
@@ -75,7 +76,7 @@ fn ud_deth_qkey_from_qp_context_when_bit31_set() {
     let mut u = setup();
     u.a.post_send(&ud_send(1, 4, u.src, 0x8000_0001)).unwrap();
     let pk = drain_tx(&mut u.a, 0, &mut u.ma);
-    assert_eq!(parsed(&pk[0]).h.deth, Some((0x0bad_0bad, 0x10)));
+    assert_eq!(parsed(&pk[0]).headers.deth, Some(DethRepr { q_key: 0x0bad_0bad, src_qp: 0x10 }));
 }
 
 #[test]
@@ -100,9 +101,9 @@ fn ud_only_send_only_and_send_only_with_immediate() {
     w.imm_data = 0xabcd;
     u.a.post_send(&w).unwrap();
     let pk = drain_tx(&mut u.a, 0, &mut u.ma);
-    assert_eq!(parsed(&pk[0]).h.opcode, Opcode::UD_SEND_ONLY);
-    assert_eq!(parsed(&pk[1]).h.opcode, Opcode::UD_SEND_ONLY_WITH_IMMEDIATE);
-    assert_eq!(parsed(&pk[1]).h.imm, Some(0xabcd));
+    assert_eq!(parsed(&pk[0]).headers.bth.opcode, Opcode::UD_SEND_ONLY);
+    assert_eq!(parsed(&pk[1]).headers.bth.opcode, Opcode::UD_SEND_ONLY_WITH_IMMEDIATE);
+    assert_eq!(parsed(&pk[1]).headers.immdt, Some(ImmDtRepr { imm: 0xabcd }));
 }
 
 #[test]
@@ -143,15 +144,15 @@ fn ud_send_completes_when_packet_is_handed_off() {
 }
 
 fn craft_ud(opcode: Opcode, psn: u32, qkey: u32, payload: &[u8]) -> Vec<u8> {
-    let mut h = Hdrs::new(opcode, 0xffff, 0x20, Psn::new(psn));
-    h.deth = Some((qkey, 0x33));
+    let mut h = Headers::bth_only(opcode, 0xffff, 0x20, Psn::new(psn));
+    h.deth = Some(DethRepr { q_key: qkey, src_qp: 0x33 });
     if opcode == Opcode::UD_SEND_ONLY_WITH_IMMEDIATE {
-        h.imm = Some(77);
+        h.immdt = Some(ImmDtRepr { imm: 77 });
     }
     let mut buf = vec![0u8; 5000];
-    let hl = pkt::emit_headers(&h, payload.len(), &mut buf).unwrap();
+    let hl = packet::emit_headers(&h, payload.len(), &mut buf).unwrap();
     buf[hl..hl + payload.len()].copy_from_slice(payload);
-    let n = pkt::finish(&mut buf, hl, payload.len()).unwrap();
+    let n = packet::finish(&mut buf, hl, payload.len()).unwrap();
     buf.truncate(n);
     buf
 }
@@ -188,11 +189,11 @@ fn ud_unsupported_or_reserved_opcode_silently_dropped() {
     let mut u = setup();
     u.b.post_recv(&recv_wr(1, &[(0x9000, 1100, u.dst)])).unwrap();
     // An RC SEND ONLY aimed at a UD QP: unsupported on this QP (class D).
-    let mut h = Hdrs::new(Opcode::RC_SEND_ONLY, 0xffff, 0x20, Psn::new(0));
-    h.ack_req = true;
+    let mut h = Headers::bth_only(Opcode::RC_SEND_ONLY, 0xffff, 0x20, Psn::new(0));
+    h.bth.ack_req = true;
     let mut buf = vec![0u8; 64];
-    let hl = pkt::emit_headers(&h, 4, &mut buf).unwrap();
-    let n = pkt::finish(&mut buf, hl, 4).unwrap();
+    let hl = packet::emit_headers(&h, 4, &mut buf).unwrap();
+    let n = packet::finish(&mut buf, hl, 4).unwrap();
     assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &buf[..n]), RxOutcome::Dropped);
     // Reserved UD opcodes 0x60-0x63 and 0x66-0x7f.
     for op in [0x60u8, 0x63, 0x66, 0x7f] {
@@ -262,7 +263,7 @@ fn ud_end_to_end_send_and_receive() {
     w.send_flags = send_flags::SOLICITED;
     u.a.post_send(&w).unwrap();
     for p in drain_tx(&mut u.a, 0, &mut u.ma) {
-        assert!(parsed(&p).h.solicited);
+        assert!(parsed(&p).headers.bth.solicited);
         deliver(&mut u.b, 0, &mut u.mb, &p);
     }
     let c = u.b.poll_recv_cq().unwrap();

@@ -28,13 +28,10 @@ use super::{Error, Result};
 pub const ICRC_LEN: usize = 4;
 
 /// The UDP destination port of RoCEv2.
-pub const ROCEV2_UDP_PORT: u16 = 4791;
+pub const ROCEV2_UDP_PORT: u16 = super::ip::ROCE_PORT;
 
-const UDP_LEN: usize = 8;
-const IPV4_MIN_LEN: usize = 20;
+use super::ip::{IPPROTO_UDP, IPV4_LEN as IPV4_MIN_LEN, IPV6_LEN, UDP_LEN};
 const IPV4_MAX_LEN: usize = 60;
-const IPV6_LEN: usize = 40;
-const IPPROTO_UDP: u8 = 17;
 
 /// Reflected CRC-32 polynomial (0x04C11DB7 bit-reversed).
 const POLY: u32 = 0xEDB8_8320;

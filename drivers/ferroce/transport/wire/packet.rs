@@ -60,6 +60,26 @@ impl Headers {
         }
     }
 
+    /// The headers of a packet ferroce sends, before its extension
+    /// headers are set: a BTH with `opcode`, `pkey`, `dest_qp` and `psn`,
+    /// MigReq set (RoCE has no path migration: always "migrated"), SE,
+    /// AckReq, FECN and BECN clear, pad count 0 (the emit functions compute
+    /// it from the payload).
+    pub const fn bth_only(opcode: super::Opcode, pkey: u16, dest_qp: u32, psn: Psn) -> Headers {
+        Headers::new(BthRepr {
+            opcode,
+            solicited: false,
+            mig_req: true,
+            pad_count: 0,
+            pkey: super::PKey(pkey),
+            fecn: false,
+            becn: false,
+            dest_qp,
+            ack_req: false,
+            psn,
+        })
+    }
+
     /// The extension headers that are `Some`.
     pub const fn present(&self) -> ExtHeaders {
         let mut set = ExtHeaders::NONE;
@@ -170,15 +190,13 @@ impl TransportPacket<'_> {
 /// so no pad), LAST carries at least one byte, ONLY anything; opcodes
 /// without a payload carry none.
 fn check_payload_len(info: &OpcodeInfo, payload_len: usize) -> Result<()> {
-    let ok = if !info.payload {
-        payload_len == 0
-    } else {
-        match info.position {
+    check_no_payload(info, payload_len)?;
+    let ok = !info.payload
+        || match info.position {
             Position::First | Position::Middle => payload_len != 0 && payload_len.is_multiple_of(4),
             Position::Last => payload_len != 0,
             Position::Only => true,
-        }
-    };
+        };
     if ok {
         Ok(())
     } else {
@@ -204,6 +222,16 @@ pub fn check_pmtu(position: Position, payload_len: usize, pmtu: usize) -> Result
     }
 }
 
+/// An opcode without a payload carries none (a layout rule: such a packet
+/// is malformed whatever the QP, and is dropped).
+fn check_no_payload(info: &OpcodeInfo, payload_len: usize) -> Result<()> {
+    if info.payload || payload_len == 0 {
+        Ok(())
+    } else {
+        Err(Error::BadLength)
+    }
+}
+
 fn ext<'a>(buf: &'a [u8], info: &OpcodeInfo, header: ExtHeader) -> Result<&'a [u8]> {
     let at = info
         .headers
@@ -221,6 +249,17 @@ fn ext<'a>(buf: &'a [u8], info: &OpcodeInfo, header: ExtHeader) -> Result<&'a [u
 /// (length not a multiple of 4, or pad count above the bytes after the
 /// headers), [`Error::BadLength`] (see the payload rules above).
 pub fn parse(buf: &[u8]) -> Result<TransportPacket<'_>> {
+    let p = parse_headers(buf)?;
+    check_payload_len(&p.info, p.payload.len())?;
+    Ok(p)
+}
+
+/// [`parse`] without the payload rules of FIRST, MIDDLE and LAST: what the
+/// engine receives with. An RC responder answers a payload of the wrong
+/// length with a NAK (Invalid Request), a UD one drops it, so those
+/// length checks belong to the QP, not to the parser. An opcode without a
+/// payload that carries one is still refused ([`Error::BadLength`]).
+pub fn parse_headers(buf: &[u8]) -> Result<TransportPacket<'_>> {
     let bth = Bth::new_checked(buf)?;
     let info = bth.opcode().info()?;
     let bth_repr = BthRepr::parse(&bth)?;
@@ -233,7 +272,7 @@ pub fn parse(buf: &[u8]) -> Result<TransportPacket<'_>> {
         .checked_sub(usize::from(bth_repr.pad_count))
         .ok_or(Error::BadPad)?;
     let (payload, _pad) = data.split_at_checked(payload_len).ok_or(Error::BadPad)?;
-    check_payload_len(&info, payload_len)?;
+    check_no_payload(&info, payload_len)?;
 
     let mut headers = Headers::new(bth_repr);
     for h in info.headers.iter() {
@@ -295,6 +334,40 @@ pub fn emit(headers: &Headers, payload: &[u8], buf: &mut [u8]) -> Result<usize> 
         *d = *s;
     }
     pad.fill(0);
+    Ok(total)
+}
+
+/// Largest BTH plus extension headers ferroce emits (RC atomic: 12 + 28;
+/// RC WRITE ONLY WITH IMMEDIATE: 12 + 16 + 4).
+pub const MAX_HEADER_LEN: usize = 40;
+
+/// Bytes a transmit buffer needs for path MTU `pmtu`: headers, payload and
+/// up to 3 pad bytes (the caller adds IP/UDP and the 4-byte ICRC).
+pub const fn tx_buffer_len(pmtu: usize) -> usize {
+    MAX_HEADER_LEN.saturating_add(pmtu).saturating_add(3)
+}
+
+/// Writes the headers of a packet with a payload of `payload_len` bytes
+/// (BTH:PadCnt computed from it) at the start of `buf`, checking that
+/// `buf` has room for the whole packet; returns the header length. The
+/// caller gathers the payload right after (straight from registered
+/// memory: no intermediate copy), then calls [`finish`].
+pub fn emit_headers(headers: &Headers, payload_len: usize, buf: &mut [u8]) -> Result<usize> {
+    let total = emit_len(headers, payload_len)?;
+    if buf.len() < total {
+        return Err(Error::Truncated);
+    }
+    let mut h = *headers;
+    h.bth.pad_count = pad_count(payload_len);
+    h.emit(buf)
+}
+
+/// Zeroes the pad after a payload of `payload_len` bytes placed at
+/// `header_len` and returns the packet's length (headers, payload, pad).
+pub fn finish(buf: &mut [u8], header_len: usize, payload_len: usize) -> Result<usize> {
+    let end = header_len.checked_add(payload_len).ok_or(Error::FieldRange)?;
+    let total = end.checked_add(usize::from(pad_count(payload_len))).ok_or(Error::FieldRange)?;
+    buf.get_mut(end..total).ok_or(Error::Truncated)?.fill(0);
     Ok(total)
 }
 

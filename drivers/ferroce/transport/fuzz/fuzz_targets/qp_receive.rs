@@ -220,7 +220,7 @@ impl Harness {
             };
             assert!(t.len <= self.buf.len());
             assert!(
-                ferroce_transport::pkt::parse(&self.buf[..t.len]).is_some(),
+                ferroce_transport::wire::packet::parse_headers(&self.buf[..t.len]).is_ok(),
                 "unparseable packet sent"
             );
             assert!(n < 10_000, "poll_transmit does not stop");
