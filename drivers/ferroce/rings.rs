@@ -136,10 +136,7 @@ pub(crate) fn srq_wqe(w: &b::ferroce_rq_wqe, max_sge: u32) -> core::result::Resu
 /// How many slots a ring's producer claims beyond `taken`, or None when
 /// the claim is impossible (more outstanding than the ring holds).
 fn claimed(ring: &UserRing, taken: u32, in_engine: usize) -> Option<u32> {
-    let prod = ring.prod();
-    let new = prod.wrapping_sub(taken);
-    let outstanding = u64::from(new) + in_engine as u64;
-    (outstanding <= u64::from(ring.entries())).then_some(new)
+    crate::transport::shared_ring::claimed(ring.prod(), taken, in_engine, ring.entries())
 }
 
 /// Takes the SQ ring's new work requests into the engine; returns how

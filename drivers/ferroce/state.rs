@@ -13,6 +13,10 @@ use crate::ffi as b;
 use crate::transport::engine::{Qp, RecvSlot, SendSlot};
 use crate::transport::memory::{Key, MemError, Memory};
 use crate::transport::verbs::{access, Cqe, FastReg, RecvWqe};
+// The slot policy (cyclic cursor, kernel reserve) and the shared rings'
+// index rules are host-tested in the engine crate.
+use crate::transport::shared_ring;
+use crate::transport::table::alloc_slot;
 use crate::transport::wire::{Bth, Psn, Transport};
 use core::sync::atomic::AtomicU32;
 use kernel::prelude::*;
@@ -272,7 +276,7 @@ impl CqEntry {
     /// Completions in the process's ring not yet read (the process's
     /// consumer index, which it may have scribbled over, bounded).
     fn user_len(&self, r: &UserRing) -> usize {
-        (self.uprod.wrapping_sub(r.cons()) as usize).min(r.entries() as usize)
+        shared_ring::unread(self.uprod, r.cons(), r.entries()) as usize
     }
 
     /// Notes (in the ring) whether completions wait in the kernel for room.
@@ -330,14 +334,14 @@ impl CqEntry {
         match &self.user {
             // A consumer index ahead of the producer (scribbled) reads as
             // full: the process's CQ stops, nothing is overwritten.
-            Some(r) => self.uprod.wrapping_sub(r.cons()) >= r.entries(),
+            Some(r) => !shared_ring::has_room(self.uprod, r.cons(), r.entries()),
             None => self.len >= self.ring.len(),
         }
     }
 
     pub(crate) fn push(&mut self, slot: CqSlot) -> bool {
         if let Some(r) = &self.user {
-            if self.uprod.wrapping_sub(r.cons()) >= r.entries() {
+            if !shared_ring::has_room(self.uprod, r.cons(), r.entries()) {
                 return false;
             }
             r.write(self.uprod, &user_cqe(&slot.cqe));
@@ -500,10 +504,7 @@ impl SrqEntry {
     /// claims more than the ring holds reads as empty (counted by the
     /// caller as an RNR).
     fn pop_user(&mut self, r: &UserRing) -> Option<(core::result::Result<RecvWqe, u64>, bool)> {
-        let avail = r.prod().wrapping_sub(self.taken);
-        if avail == 0 || avail > r.entries() {
-            return None;
-        }
+        let avail = shared_ring::srq_has_entry(r.prod(), self.taken, r.entries())?;
         let slot: b::ferroce_rq_wqe = r.read(self.taken);
         self.taken = self.taken.wrapping_add(1);
         r.set_cons(self.taken);
@@ -681,10 +682,6 @@ pub(crate) fn take_unused<T>(slot: Option<&mut Option<KBox<T>>>, users: impl Fn(
         None => Ok(None),
     }
 }
-
-// The slot policy (cyclic cursor, kernel reserve) is host-tested in the
-// engine crate.
-use crate::transport::table::alloc_slot;
 
 impl DevState {
     pub(crate) fn new() -> Result<Self> {

@@ -26,6 +26,9 @@
 #      SRQ: the next QP on it receives into it);
 #   8. resize_cq: completions that waited for room in a full CQ arrive
 #      after the resize, with no further traffic;
+#   7. a UD QP sends through an AH of its own PD only (checked when the
+#      request is taken; the check at transmit time has no test that can
+#      reach it: the AH's slot would have to be reused in between);
 #  10. an IPv4 header of 40 bytes (options) is IPv4, not IPv6;
 #   9. the local queue's bound (module reloaded with test_local_queue_max=2);
 #   6. quotas: an unprivileged process takes every PD and AH it can (it
@@ -61,6 +64,7 @@ for m in err reset destroy; do
 	check "srqmid $m: the SRQ WQE of a message in progress is not lost" timeout 60 $T/security srqmid fr0 "$G" 10.0.2.15 $m
 done
 check "intrude: a co-located intruder cannot write into an RC connection" timeout 120 $T/security intrude fr0 "$G"
+check "ahpd: a UD QP sends through AHs of its own PD only" timeout 60 $T/security ahpd fr0 "$G"
 # 6: the hog runs as nobody (the device files opened to everyone, as common
 # rdma-core setups do); it holds until its standard input closes
 chmod 666 /dev/infiniband/uverbs* /dev/infiniband/rdma_cm 2>/dev/null

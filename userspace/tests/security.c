@@ -75,6 +75,12 @@
  *       arrived ("arrived N"), for security.sh to compare with the
  *       tx_drop_local_full counter: every datagram arrived or was counted.
  *
+ *   security ahpd DEV GID_INDEX
+ *       A UD QP in one PD sends through an AH of another PD of the same
+ *       process: the send is refused (at post, or completed with
+ *       IBV_WC_LOC_QP_OP_ERR) and nothing arrives; the same send through
+ *       an AH of the QP's own PD arrives (the control).
+ *
  *   security hog DEV GID_INDEX
  *       Allocates PDs until the device refuses, then AHs (in one PD) until
  *       it refuses, checks that each stopped at the context's quota
@@ -1059,6 +1065,85 @@ static int ipopts(const char *addr)
 	return failures;
 }
 
+/* -------------------------------------------------------------------- ahpd */
+
+/* One SEND from a new UD QP in `pd` through `ah` to `rx`: 1 if it arrived,
+ * 0 if not; *refused says whether the post or its completion failed. */
+static int ahpd_send(struct ibv_pd *pd, struct ibv_ah *ah, struct ibv_qp *rx, struct ibv_cq *rcq, struct ibv_mr *mr,
+		     char *buf, int *refused)
+{
+	struct ibv_cq *scq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+	struct ibv_qp *tx;
+	struct ibv_sge s = { .addr = (uintptr_t)buf, .length = MSG, .lkey = mr->lkey };
+	struct ibv_send_wr w = { .wr_id = 1, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_wc wc;
+	int arrived = 0;
+
+	if (!scq)
+		die("ibv_create_cq");
+	tx = ud_qp(pd, scq, 4);
+	w.wr.ud.ah = ah;
+	w.wr.ud.remote_qpn = rx->qp_num;
+	w.wr.ud.remote_qkey = QKEY;
+	*refused = 0;
+	if (ibv_post_send(tx, &w, &bad))
+		*refused = 1;
+	else if (wait_one(scq, &wc, 5) != 1 || wc.status != IBV_WC_SUCCESS)
+		*refused = 1;
+	for (double end = now() + 1; now() < end && !arrived;)
+		if (ibv_poll_cq(rcq, 1, &wc) == 1 && wc.status == IBV_WC_SUCCESS)
+			arrived = 1;
+	ibv_destroy_qp(tx);
+	ibv_destroy_cq(scq);
+	return arrived;
+}
+
+static int ahpd(void)
+{
+	struct ibv_pd *pd = ibv_alloc_pd(ctx), *other = ibv_alloc_pd(ctx);
+	char *buf = calloc(4, MSG + GRH);
+	struct ibv_mr *mr;
+	struct ibv_cq *rcq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+	struct ibv_qp *rx;
+	struct ibv_ah *own, *foreign;
+	int refused_own, refused_foreign, got_own, got_foreign;
+
+	if (!pd || !other || !buf || !rcq)
+		die("setup");
+	mr = ibv_reg_mr(pd, buf, (size_t)4 * (MSG + GRH), IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		die("ibv_reg_mr");
+	own = self_ah(pd);
+	foreign = self_ah(other);
+	rx = ud_qp(pd, rcq, 4);
+	for (int i = 0; i < 2; i++) {
+		struct ibv_sge rs = { .addr = (uintptr_t)buf + (size_t)(i + 1) * (MSG + GRH), .length = MSG + GRH,
+				      .lkey = mr->lkey };
+		struct ibv_recv_wr rw = { .wr_id = 10 + (uint64_t)i, .sg_list = &rs, .num_sge = 1 }, *rb;
+
+		if (ibv_post_recv(rx, &rw, &rb))
+			die("ibv_post_recv");
+	}
+	got_own = ahpd_send(pd, own, rx, rcq, mr, buf, &refused_own);
+	got_foreign = ahpd_send(pd, foreign, rx, rcq, mr, buf, &refused_foreign);
+	printf("security: ahpd: own PD's AH: %s, %s; other PD's AH: %s, %s\n", refused_own ? "refused" : "sent",
+	       got_own ? "arrived" : "nothing arrived", refused_foreign ? "refused" : "sent",
+	       got_foreign ? "arrived" : "nothing arrived");
+	CHECK("ahpd: a SEND through an AH of the QP's own PD arrives (control)", got_own && !refused_own,
+	      "refused %d, arrived %d", refused_own, got_own);
+	CHECK("ahpd: a SEND through an AH of another PD is refused and nothing arrives",
+	      refused_foreign && !got_foreign, "refused %d, arrived %d", refused_foreign, got_foreign);
+	ibv_destroy_qp(rx);
+	ibv_destroy_ah(own);
+	ibv_destroy_ah(foreign);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(rcq);
+	ibv_dealloc_pd(other);
+	ibv_dealloc_pd(pd);
+	return failures;
+}
+
 /* ------------------------------------------------------------------ localq */
 
 static int localq(void)
@@ -1193,6 +1278,8 @@ int main(int argc, char **argv)
 		return ipopts(argv[4]) ? 1 : 0;
 	if (!strcmp(argv[1], "resize"))
 		return resize() ? 1 : 0;
+	if (!strcmp(argv[1], "ahpd"))
+		return ahpd() ? 1 : 0;
 	if (!strcmp(argv[1], "localq"))
 		return localq() ? 1 : 0;
 	if (!strcmp(argv[1], "srqmid") && argc >= 6)

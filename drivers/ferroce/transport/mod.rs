@@ -34,6 +34,7 @@ pub mod qp;
 pub mod rc;
 pub mod ring;
 pub mod sg;
+pub mod shared_ring;
 pub mod table;
 pub mod ud;
 pub mod verbs;
