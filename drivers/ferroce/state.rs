@@ -11,7 +11,7 @@
 
 use crate::ffi as b;
 use crate::transport::engine::{Qp, RecvSlot, SendSlot};
-use crate::transport::memory::{Key, MemError, Memory};
+use crate::transport::memory::{check_region, needed_access, Key, MemError, Memory, Region};
 use crate::transport::verbs::{access, Cqe, FastReg, RecvWqe};
 // The slot policy (cyclic cursor, kernel reserve) and the shared rings'
 // index rules are host-tested in the engine crate.
@@ -839,45 +839,26 @@ impl Mem<'_> {
         write: bool,
         atomic: bool,
     ) -> core::result::Result<&MrEntry, MemError> {
-        let (k, remote) = match key {
-            Key::Local(k) => (k, false),
-            Key::Remote(k) => (k, true),
+        let k = match key {
+            Key::Local(k) | Key::Remote(k) => k,
         };
-        let mr = self
-            .mrs
-            .get((k >> 8) as usize)
-            .and_then(|m| m.as_ref())
-            .filter(|m| m.key == k)
-            .ok_or(MemError::InvalidKey)?;
-        // An invalid (free) fast region names no memory: the IBTA access
-        // errors, before anything is touched.
-        if matches!(&mr.kind, MrKind::Fast(f) if !f.valid) {
-            return Err(MemError::InvalidKey);
-        }
-        if mr.pd != pd {
-            return Err(MemError::PdMismatch);
-        }
-        // Kernel virtual addresses belong to kernel QPs only: a process's
-        // QP can name such a region by no PD handle (defence in depth
-        // behind the handles' uniqueness).
-        if self.user && matches!(&mr.kind, MrKind::Dma | MrKind::Fast(_)) {
-            return Err(MemError::PdMismatch);
-        }
-        let need = match (remote, write) {
-            _ if atomic => access::REMOTE_ATOMIC,
-            (false, false) => 0,
-            (false, true) => access::LOCAL_WRITE,
-            (true, false) => access::REMOTE_READ,
-            (true, true) => access::REMOTE_WRITE,
+        let user = self.user;
+        let mr = self.mrs.get((k >> 8) as usize).and_then(|m| m.as_ref()).ok_or(MemError::InvalidKey)?;
+        // The IBTA checks, in order, are the engine's (host-tested):
+        // an invalid (free) fast region names no memory; kernel virtual
+        // addresses belong to kernel QPs only (a process's QP can name such
+        // a region by no PD handle: defence in depth behind the handles'
+        // uniqueness).
+        let region = Region {
+            key: mr.key,
+            pd: mr.pd,
+            access: mr.access,
+            iova: mr.iova,
+            length: mr.length,
+            valid: !matches!(&mr.kind, MrKind::Fast(f) if !f.valid),
+            kernel_only: matches!(&mr.kind, MrKind::Dma | MrKind::Fast(_)),
         };
-        if mr.access & need != need {
-            return Err(MemError::AccessDenied);
-        }
-        let end = va.checked_add(len).ok_or(MemError::OutOfBounds)?;
-        let mr_end = mr.iova.checked_add(mr.length).ok_or(MemError::OutOfBounds)?;
-        if va < mr.iova || end > mr_end {
-            return Err(MemError::OutOfBounds);
-        }
+        check_region(&region, k, pd, user, needed_access(key, write, atomic), va, len)?;
         Ok(mr)
     }
 }
