@@ -780,6 +780,48 @@ static int srqkeep(void)
 	return failures;
 }
 
+/* ------------------------------------------------------------- raw packets */
+
+/* Zeroes `pkt` (`size` bytes) and writes an IPv4 header of `ihl` bytes (NOP
+ * options past 20) from and to `ia`, and a UDP header to port 4791, for an
+ * IP packet of `total` bytes; returns where the BTH goes. The IP ID is the
+ * test's: the kernel would pick one, and it is in the ICRC. */
+static uint8_t *raw_headers(uint8_t *pkt, size_t size, int ihl, int total, struct in_addr ia)
+{
+	uint8_t *udp = pkt + ihl;
+	const int ulen = total - ihl;
+
+	memset(pkt, 0, size);
+	pkt[0] = 0x40 | (ihl / 4);
+	pkt[2] = total >> 8, pkt[3] = total & 0xff;
+	pkt[4] = 0x12, pkt[5] = 0x34;
+	pkt[8] = 64, pkt[9] = IPPROTO_UDP;
+	memcpy(pkt + 12, &ia, 4);
+	memcpy(pkt + 16, &ia, 4);
+	memset(pkt + 20, 0x01, ihl - 20);
+	udp[0] = 0xc0, udp[1] = 0x01, udp[2] = 4791 >> 8, udp[3] = 4791 & 0xff;
+	udp[4] = ulen >> 8, udp[5] = ulen & 0xff;
+	return udp + 8;
+}
+
+/* Fills the ICRC of the `total`-byte IPv4 RoCEv2 packet and sends it to
+ * `ia` from a raw socket (IP_HDRINCL: the header as written). */
+static void raw_send(uint8_t *pkt, int total, struct in_addr ia)
+{
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr = ia };
+	uint32_t c = tl_icrc4(pkt, (size_t)total);
+	int fd, one = 1;
+
+	pkt[total - 4] = c, pkt[total - 3] = c >> 8, pkt[total - 2] = c >> 16, pkt[total - 1] = c >> 24;
+	fd = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
+	if (fd < 0)
+		die("raw socket (needs CAP_NET_RAW)");
+	setsockopt(fd, IPPROTO_IP, IP_HDRINCL, &one, sizeof(one));
+	if (sendto(fd, pkt, total, 0, (struct sockaddr *)&to, sizeof(to)) != total)
+		die("sendto");
+	close(fd);
+}
+
 /* ------------------------------------------------------------------ srqmid */
 
 /* SEND_FIRST of PMTU bytes to `qpn` at `psn`, from and to `ia` (a raw
@@ -787,38 +829,15 @@ static int srqkeep(void)
 static void send_first(struct in_addr ia, uint32_t qpn, uint32_t psn, int pmtu)
 {
 	static uint8_t pkt[20 + 8 + 12 + 4096 + 4];
-	const int tlen = 12 + pmtu + 4, total = 20 + 8 + tlen;
-	uint8_t *udp = pkt + 20, *bth = udp + 8;
-	int fd, one = 1;
-	uint32_t c;
+	const int total = 20 + 8 + 12 + pmtu + 4;
+	uint8_t *bth = raw_headers(pkt, sizeof(pkt), 20, total, ia);
 
-	memset(pkt, 0, sizeof(pkt));
-	pkt[0] = 0x45;
-	pkt[2] = total >> 8, pkt[3] = total & 0xff;
-	pkt[4] = 0x56, pkt[5] = 0x78;
-	pkt[8] = 64, pkt[9] = IPPROTO_UDP;
-	memcpy(pkt + 12, &ia, 4);
-	memcpy(pkt + 16, &ia, 4);
-	udp[0] = 0xc0, udp[1] = 0x02, udp[2] = 4791 >> 8, udp[3] = 4791 & 0xff;
-	udp[4] = (8 + tlen) >> 8, udp[5] = (8 + tlen) & 0xff;
 	bth[0] = 0x00; /* RC SEND_FIRST */
 	bth[2] = bth[3] = 0xff;
 	bth[5] = qpn >> 16, bth[6] = qpn >> 8, bth[7] = qpn;
 	bth[9] = psn >> 16, bth[10] = psn >> 8, bth[11] = psn;
 	memset(bth + 12, 'm', pmtu);
-	c = tl_icrc4(pkt, (size_t)total);
-	pkt[total - 4] = c, pkt[total - 3] = c >> 8, pkt[total - 2] = c >> 16, pkt[total - 1] = c >> 24;
-	fd = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
-	if (fd < 0)
-		die("raw socket (needs CAP_NET_RAW)");
-	setsockopt(fd, IPPROTO_IP, IP_HDRINCL, &one, sizeof(one));
-	{
-		struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr = ia };
-
-		if (sendto(fd, pkt, total, 0, (struct sockaddr *)&to, sizeof(to)) != total)
-			die("sendto");
-	}
-	close(fd);
+	raw_send(pkt, total, ia);
 }
 
 static int srqmid(const char *addr, const char *mode)
@@ -1003,8 +1022,8 @@ static int ipopts(const char *addr)
 	struct in_addr ia;
 	uint8_t pkt[256];
 	const int ihl = 40, tlen = 12 + 8 + MSG + 4, total = ihl + 8 + tlen;
-	int fd, one = 1, got;
-	uint32_t c;
+	uint8_t *bth;
+	int got;
 
 	if (!pd || !buf || !cq || !inet_aton(addr, &ia))
 		die("setup");
@@ -1019,35 +1038,14 @@ static int ipopts(const char *addr)
 		if (ibv_post_recv(rx, &rw, &rb))
 			die("ibv_post_recv");
 	}
-	memset(pkt, 0, sizeof(pkt));
-	pkt[0] = 0x40 | (ihl / 4);
-	pkt[2] = total >> 8, pkt[3] = total & 0xff;
-	pkt[4] = 0x12, pkt[5] = 0x34; /* an ID of ours: the kernel would pick one (it is in the ICRC) */
-	pkt[8] = 64, pkt[9] = IPPROTO_UDP;
-	memcpy(pkt + 12, &ia, 4);
-	memcpy(pkt + 16, &ia, 4);
-	memset(pkt + 20, 0x01, ihl - 20); /* NOP options */
-	uint8_t *udp = pkt + ihl, *bth = udp + 8;
-	udp[0] = 0xc0, udp[1] = 0x01, udp[2] = 4791 >> 8, udp[3] = 4791 & 0xff;
-	udp[4] = (8 + tlen) >> 8, udp[5] = (8 + tlen) & 0xff;
+	bth = raw_headers(pkt, sizeof(pkt), ihl, total, ia);
 	bth[0] = 0x64; /* UD SEND only */
 	bth[2] = bth[3] = 0xff;
 	bth[5] = rx->qp_num >> 16, bth[6] = rx->qp_num >> 8, bth[7] = rx->qp_num;
 	bth[12] = QKEY >> 24, bth[13] = QKEY >> 16, bth[14] = QKEY >> 8, bth[15] = QKEY & 0xff;
 	bth[19] = 0x77; /* source QP */
 	memset(bth + 20, 'o', MSG);
-	c = tl_icrc4(pkt, (size_t)total);
-	pkt[total - 4] = c, pkt[total - 3] = c >> 8, pkt[total - 2] = c >> 16, pkt[total - 1] = c >> 24;
-	fd = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
-	if (fd < 0)
-		die("raw socket (needs CAP_NET_RAW)");
-	setsockopt(fd, IPPROTO_IP, IP_HDRINCL, &one, sizeof(one));
-	{
-		struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr = ia };
-
-		if (sendto(fd, pkt, total, 0, (struct sockaddr *)&to, sizeof(to)) != total)
-			die("sendto");
-	}
+	raw_send(pkt, total, ia);
 	got = wait_one(cq, &wc, 5);
 	printf("security: ipopts: %s; GRH bytes 0, 20: %#x %#x\n",
 	       got == 1 ? ibv_wc_status_str(wc.status) : "no completion", buf[0], buf[20]);
@@ -1057,7 +1055,6 @@ static int ipopts(const char *addr)
 	      got == 1 && (wc.wc_flags & IBV_WC_GRH) && buf[20] >> 4 == 4 && !memcmp(buf + 32, &ia, 4) &&
 		      buf[0] == 0,
 	      "GRH[0] %#x, GRH[20] %#x", buf[0], buf[20]);
-	close(fd);
 	ibv_destroy_qp(rx);
 	ibv_dereg_mr(mr);
 	ibv_destroy_cq(cq);
