@@ -128,6 +128,10 @@ check "rdma link delete frb" ip netns exec b rdma link delete frb
 # live mapped rings, the file closed mid-command, rings mapped, scribbled on
 # and unmapped (see the program's header). Seeded, time-bounded: UVF_SECS
 # seconds (20, or 8 on check-debug's kernel) for each of UVF_SEEDS (1 2 3).
+# GET_CONTEXT on a file that already has a context goes through write(),
+# not the ioctl, whose error path in the RDMA core leaks a task_struct
+# reference (see ctx_leak below and the program's ioctl_get_context_again):
+# the rdma_rxe report run keeps the ioctl (--ioctl-get-context-again).
 # Checks: it runs to its time limit; fr0's objects (rdma resource) are back
 # to their count before each run once the process is gone; fr0 still carries
 # RC and UD pingpongs; the kernel logged nothing (the patterns of
@@ -164,7 +168,7 @@ as_nobody() {
 		"$@"
 	fi
 }
-# uvf DEV SEED SECONDS LOG: the fuzzer, killed if it outlives its time by
+# uvf DEV SEED SECONDS LOG [OPTION...]: the fuzzer, killed if it outlives its time by
 # 120 s (and the OOM killer's first choice, should a driver let it exhaust
 # memory); its exit status (uverbs_fuzz: 0 ran to its limit, 3 a phase
 # hung). Still running 30 s past its time, its threads' kernel stacks are
@@ -173,7 +177,7 @@ uvf() {
 	local st pid i p t
 	(
 		echo 1000 >/proc/self/oom_score_adj
-		as_nobody timeout -k 10 $(($3 + 120)) "$UVF" -d "$1" -s "$2" -t "$3"
+		as_nobody timeout -k 10 $(($3 + 120)) "$UVF" -d "$1" -s "$2" -t "$3" "${@:5}"
 	) >"$4" 2>&1 &
 	pid=$!
 	for i in $(seq $((($3 + 30) * 10))); do
@@ -215,6 +219,21 @@ for seed in $UVF_SEEDS; do
 done
 check "  ...fr0 still works: ibv_rc_pingpong" pingpong "" "" 10.0.2.15 ibv_rc_pingpong -d fr0 -g "$G0" -n 200
 check "  ...fr0 still works: ibv_ud_pingpong" pingpong "" "" 10.0.2.15 ibv_ud_pingpong -d fr0 -g "$G0" -n 200
+# userspace/tests/ctx_leak: CTX_N processes (300), one after the other, each
+# creates a context and sends GET_CONTEXT once more, which the kernel
+# refuses (EINVAL); the task_struct slab's active objects are compared
+# before and after, once the processes are gone and the count is steady.
+# The RDMA core names a new context after its caller and takes a reference
+# on the task (ib_alloc_ucontext -> rdma_restrack_set_name). By write() the
+# refusal drops it (ib_uverbs_get_context calls rdma_restrack_put): a check,
+# here. By the ioctl it does not (7.2.13: UVERBS_HANDLER(
+# UVERBS_METHOD_GET_CONTEXT) in uverbs_std_types_device.c only kfree()s the
+# context), one task_struct lost per call whatever the driver: a report at
+# the end (it leaves kmemleak suspects on check-debug's kernel).
+CTX=build/userspace/tests/ctx_leak
+CTX_N=${CTX_N:-300}
+check "ctx_leak: $CTX_N processes each refused a second GET_CONTEXT by write() on fr0; the task_struct slab grows by less than $((CTX_N / 4))" \
+	"$CTX" fr0 write "$CTX_N" --max-growth $((CTX_N / 4 - 1))
 check "rdma link delete fr0" rdma link delete fr0
 reports=$(kernel_reports; kmemleak_now)
 [ -n "$reports" ] && dmesg >"/ferroce/build/vm/${ferroce_run:-none}/dmesg-before-rxe.log" 2>/dev/null
@@ -233,6 +252,17 @@ check "no kernel report in the log so far (oops, WARN, BUG, KASAN, leak...)" tes
 # build/vm/<run>/dmesg-rxe.log, and then cleared (dmesg -C, and kmemleak's
 # list on a kmemleak kernel) so that the run is judged on ferroce alone.
 # UVF_RXE=0 skips it.
+# uvrxe_setup: rdma_rxe's device uvrxe0 on the dummy netdev d0 (10.89.0.1)
+# of namespace uvrxe (rdma_rxe loaded)
+uvrxe_setup() {
+	ip netns add uvrxe
+	ip -n uvrxe link set lo up
+	ip -n uvrxe link add d0 type dummy
+	ip -n uvrxe addr add 10.89.0.1/24 dev d0
+	ip -n uvrxe link set d0 up
+	ip netns exec uvrxe rdma link add uvrxe0 type rxe netdev d0
+	wait_gid uvrxe0 '::ffff:10\.89\.0\.1' >/dev/null
+}
 UVF_RXE_SECS=${UVF_RXE_SECS:-20}
 case $(uname -r) in *-debug) UVF_RXE_SECS=${UVF_RXE_SECS_DEBUG:-8} ;; esac
 if [ "${UVF_RXE:-1}" = 0 ]; then
@@ -241,16 +271,10 @@ elif ! modprobe rdma_rxe; then
 	echo "REPORT rdma_rxe: no rdma_rxe module, skipped"
 else
 	t0=$(ktime)
-	ip netns add uvrxe
-	ip -n uvrxe link set lo up
-	ip -n uvrxe link add d0 type dummy
-	ip -n uvrxe addr add 10.89.0.1/24 dev d0
-	ip -n uvrxe link set d0 up
-	ip netns exec uvrxe rdma link add uvrxe0 type rxe netdev d0
-	wait_gid uvrxe0 '::ffff:10\.89\.0\.1' >/dev/null
+	uvrxe_setup
 	rbase=$(res_of uvrxe0)
 	# (in the background: a process stuck in rxe must not stop the script)
-	ip netns exec uvrxe bash -c "$(declare -f as_nobody uvf); UVF=$UVF uvf uvrxe0 1 $UVF_RXE_SECS /tmp/uvf-rxe.log" \
+	ip netns exec uvrxe bash -c "$(declare -f as_nobody uvf); UVF=$UVF uvf uvrxe0 1 $UVF_RXE_SECS /tmp/uvf-rxe.log --ioctl-get-context-again" \
 		>/tmp/uvf-rxe.out 2>&1 &
 	rpid=$!
 	for i in $(seq $(((UVF_RXE_SECS + 150) * 10))); do
@@ -282,5 +306,44 @@ else
 		[ -w $KMEMLEAK ] && echo clear >$KMEMLEAK
 	fi
 	# (uvrxe0 stays: deleting a device whose objects rxe leaked may wait forever)
+fi
+
+# REPORT only (never a failed check): ctx_leak's ioctl mode, the RDMA core's
+# ioctl GET_CONTEXT error path (see the write check above), on ferroce (frc0
+# on eth0: fr0 is gone) and on rdma_rxe (uvrxe0, made here when the part
+# above did not). Its growth is about CTX_N on every driver: the reference
+# is lost in the core, before any driver is called. On a kmemleak kernel
+# the leaked task_structs are counted, then cleared from kmemleak's list so
+# that the run is judged on ferroce alone. CTX_IOCTL=0 skips it.
+# ctx_report DRIVER DEV [NETNS]: one run, its lines as REPORT lines
+ctx_report() {
+	local out g
+	out=$(${3:+ip netns exec $3} timeout 300 "$CTX" "$2" ioctl "$CTX_N" 2>&1)
+	echo "$out" | sed "s/^/REPORT ctx_leak $1: /"
+	g=$(sed -n 's/^ctx_leak: .* growth \(-*[0-9]*\)$/\1/p' <<<"$out")
+	echo "REPORT ctx_leak $1: the RDMA core's ioctl GET_CONTEXT error path (UVERBS_HANDLER(UVERBS_METHOD_GET_CONTEXT) without rdma_restrack_put): task_struct slab growth ${g:-unknown} after $CTX_N refused calls"
+}
+if [ "${CTX_IOCTL:-1}" = 0 ]; then
+	echo "REPORT ctx_leak: skipped (CTX_IOCTL=0)"
+else
+	if rdma link add frc0 type ferroce netdev eth0; then
+		ctx_report ferroce frc0
+		rdma link delete frc0
+	else
+		echo "REPORT ctx_leak ferroce: rdma link add frc0 failed, skipped"
+	fi
+	if rdma link show | grep -q 'link uvrxe0/'; then
+		ctx_report rdma_rxe uvrxe0 uvrxe
+	elif modprobe rdma_rxe && uvrxe_setup; then
+		ctx_report rdma_rxe uvrxe0 uvrxe
+	else
+		echo "REPORT ctx_leak rdma_rxe: no rdma_rxe device, skipped"
+	fi
+	[ -e $KMEMLEAK ] || mount -t debugfs none /sys/kernel/debug 2>/dev/null
+	if [ -w $KMEMLEAK ]; then
+		cleaks=$(kmemleak_now | grep -c 'unreferenced object')
+		echo "REPORT ctx_leak: kmemleak suspects $cleaks objects (the RDMA core's, cleared from its list)"
+		echo clear >$KMEMLEAK
+	fi
 fi
 finish
