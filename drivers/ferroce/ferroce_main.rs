@@ -13,6 +13,7 @@
 //! - [`rings`]: the SQ/RQ rings a process shares with the kernel (copied
 //!   once, validated, doorbell flag);
 //! - [`state`]: the device's tables and the engine's view of memory;
+//! - [`quota`]: what each user may hold of those tables;
 //! - [`sync`]: the bottom-half spinlock;
 //! - [`device`]: what a ferroce device is and answers, in safe Rust;
 //!
@@ -27,6 +28,7 @@ mod device;
 mod ffi;
 mod net;
 mod objects;
+mod quota;
 mod rdma;
 mod rings;
 mod state;

@@ -395,7 +395,7 @@ bool ferroce_skbq_empty(const struct sk_buff_head *q) { return skb_queue_empty_l
 void ferroce_skbq_purge(struct sk_buff_head *q) { skb_queue_purge(q); }
 
 /*
- * Rings shared with a process (ferroce-abi.h): vmalloc_user memory reached
+ * Rings shared with a process (ferroce-abi.h): zeroed vmalloc memory reached
  * by the process through an rdma_user_mmap_entry of its ucontext. The
  * memory belongs to the entry and is freed in ferroce_mmap_free, when the
  * last reference (the driver's, or an mmap call in progress) is gone; the
@@ -424,10 +424,16 @@ void *ferroce_ring_create(struct ib_ucontext *uctx, size_t len, u64 *offset,
 
 	if (!uctx || !len)
 		return NULL;
-	e = kzalloc(sizeof(*e), GFP_KERNEL);
+	/*
+	 * Charged to the process's memory cgroup (as its other objects are):
+	 * vmalloc_user() cannot be, so the zeroed pages come from __vmalloc()
+	 * and ferroce_mmap() inserts them one by one (what
+	 * remap_vmalloc_range() does for VM_USERMAP areas).
+	 */
+	e = kzalloc(sizeof(*e), GFP_KERNEL_ACCOUNT);
 	if (!e)
 		return NULL;
-	e->addr = vmalloc_user(PAGE_ALIGN(len));
+	e->addr = __vmalloc(PAGE_ALIGN(len), GFP_KERNEL_ACCOUNT | __GFP_ZERO);
 	if (!e->addr) {
 		kfree(e);
 		return NULL;
@@ -447,6 +453,26 @@ void ferroce_ring_destroy(struct rdma_user_mmap_entry *entry)
 	rdma_user_mmap_entry_remove(entry);
 }
 
+/*
+ * Maps the pages of a ring (npages, from __vmalloc, zeroed) into vma from
+ * its start: the whole mapping must lie inside the ring.
+ */
+static int ferroce_map_pages(struct vm_area_struct *vma, void *addr, size_t npages)
+{
+	unsigned long len = vma->vm_end - vma->vm_start, off;
+	int ret;
+
+	if (len > npages * PAGE_SIZE)
+		return -EINVAL;
+	for (off = 0; off < len; off += PAGE_SIZE) {
+		ret = vm_insert_page(vma, vma->vm_start + off, vmalloc_to_page(addr + off));
+		if (ret)
+			return ret;
+	}
+	vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	return 0;
+}
+
 int ferroce_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma)
 {
 	struct rdma_user_mmap_entry *r;
@@ -457,10 +483,7 @@ int ferroce_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma)
 	if (!r)
 		return -EINVAL;
 	e = container_of(r, struct ferroce_mmap_entry, rdma);
-	if (vma->vm_end - vma->vm_start > r->npages * PAGE_SIZE)
-		ret = -EINVAL;
-	else
-		ret = remap_vmalloc_range(vma, e->addr, 0);
+	ret = ferroce_map_pages(vma, e->addr, r->npages);
 	rdma_user_mmap_entry_put(r);
 	return ret;
 }

@@ -11,7 +11,8 @@
 
 use crate::ffi as b;
 use crate::net::{self, Notify};
-use crate::rdma::{errno, FerroceDevice, FerroceUcontext, CTX_MAX_AH, CTX_MAX_PD};
+use crate::quota::{self, Account, Charge, Kind};
+use crate::rdma::{errno, FerroceDevice, FerroceUcontext};
 use crate::rings::QpRings;
 use crate::state::{
     take_unused, AhEntry, Returned, Av, CqEntry, PdOwner, FastMr, UserRing, MrEntry, MrKind, QpEntry, Slots, SrqEntry, GSI_QPN, MAX_CQE,
@@ -24,34 +25,39 @@ use core::ffi::c_int;
 use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
 #[repr(C)]
 pub(crate) struct FerrocePd {
     ib: b::ib_pd,
     handle: u32,
-    /// The process's context it is charged to (null: the kernel's); the
-    /// core frees a context only after every object in it.
-    uctx: *mut b::ib_ucontext,
+    /// Its share of its user's quota (`None`: the kernel's). Written in
+    /// place by `alloc_pd` (see [`set_charge`]), taken by `dealloc_pd`.
+    charge: Option<Charge>,
 }
 
 #[repr(C)]
 pub(crate) struct FerroceAh {
     ib: b::ib_ah,
     index: u32,
-    /// As for `FerrocePd::uctx`.
-    uctx: *mut b::ib_ucontext,
+    /// As for `FerrocePd::charge` (charged to its PD's user).
+    charge: Option<Charge>,
 }
 
 #[repr(C)]
 pub(crate) struct FerroceCq {
     ib: b::ib_cq,
     index: u32,
+    /// As for `FerrocePd::charge`.
+    charge: Option<Charge>,
 }
 
 #[repr(C)]
 pub(crate) struct FerroceSrq {
     ib: b::ib_srq,
     index: u32,
+    /// As for `FerrocePd::charge`.
+    charge: Option<Charge>,
 }
 
 pub(crate) const SIZE_SRQ: usize = core::mem::size_of::<FerroceSrq>();
@@ -61,6 +67,8 @@ pub(crate) struct FerroceQp {
     ib: b::ib_qp,
     timer: b::timer_list,
     work: b::work_struct,
+    /// As for `FerrocePd::charge`.
+    charge: Option<Charge>,
 }
 
 /// The device and QPN of a QP's work item.
@@ -100,6 +108,8 @@ pub(crate) struct FerroceMr {
     /// into the table under the lock when complete. Empty for the others.
     staged: KVec<u64>,
     nstaged: usize,
+    /// Its share of its PD's user's quota (`None`: a kernel region).
+    charge: Option<Charge>,
 }
 
 // The engine's values are the kernel's, which poll_cq and post_send pass
@@ -208,18 +218,11 @@ pub(crate) unsafe extern "C" fn alloc_pd(ibpd: *mut b::ib_pd, udata: *mut b::ib_
             // the kernel's PD and with it its DMA region).
             let uctx = if udata.is_null() { null_mut() } else { b::ferroce_udata_ucontext(udata) };
             let owner = if uctx.is_null() { PdOwner::Kernel } else { PdOwner::User };
-            if !uctx.is_null() {
-                FerroceUcontext::charge(&FerroceUcontext::from_ib(uctx).pds, CTX_MAX_PD)?;
-            }
-            let Some(h) = dev.state.lock().alloc_pd(owner) else {
-                if !uctx.is_null() {
-                    FerroceUcontext::uncharge(&FerroceUcontext::from_ib(uctx).pds);
-                }
-                return Err(ENOMEM);
-            };
-            let p = &mut *ibpd.cast::<FerrocePd>();
-            p.handle = h;
-            p.uctx = uctx;
+            // Given back (dropped) if the table is full.
+            let charge = quota::charge(FerroceUcontext::account_of(uctx), Kind::Pd)?;
+            let h = dev.state.lock().alloc_pd(owner).ok_or(ENOMEM)?;
+            (*ibpd.cast::<FerrocePd>()).handle = h;
+            set_charge(core::ptr::addr_of_mut!((*ibpd.cast::<FerrocePd>()).charge), charge);
             Ok(())
         })
     })
@@ -230,10 +233,7 @@ pub(crate) unsafe extern "C" fn dealloc_pd(ibpd: *mut b::ib_pd, _udata: *mut b::
     // every object in it is gone, so nothing names the handle any more.
     unsafe {
         dev_of((*ibpd).device).state.lock().free_pd(pd_handle(ibpd));
-        let uctx = (*ibpd.cast::<FerrocePd>()).uctx;
-        if !uctx.is_null() {
-            FerroceUcontext::uncharge(&FerroceUcontext::from_ib(uctx).pds);
-        }
+        drop(take_charge(core::ptr::addr_of_mut!((*ibpd.cast::<FerrocePd>()).charge)));
     }
     0
 }
@@ -245,6 +245,37 @@ pub(crate) unsafe extern "C" fn dealloc_pd(ibpd: *mut b::ib_pd, _udata: *mut b::
 unsafe fn pd_handle(ibpd: *mut b::ib_pd) -> u32 {
     // SAFETY: guaranteed by the caller.
     unsafe { (*ibpd.cast::<FerrocePd>()).handle }
+}
+
+/// The account a PD's objects are charged to (`None`: a kernel PD).
+///
+/// # Safety
+/// `ibpd` must be a live ferroce PD.
+unsafe fn pd_account<'a>(ibpd: *mut b::ib_pd) -> Option<&'a Arc<Account>> {
+    // SAFETY: guaranteed by the caller; `alloc_pd` wrote the charge.
+    unsafe { (*ibpd.cast::<FerrocePd>()).charge.as_ref().map(Charge::account) }
+}
+
+/// Writes a new object's charge in place, as the last step of its
+/// successful creation.
+///
+/// # Safety
+/// `slot` is the `charge` field of an object the core allocated zeroed
+/// for this create call, not yet written: all zeroes is not a valid
+/// `Option<Charge>` to drop, so it is written, never assigned.
+unsafe fn set_charge(slot: *mut Option<Charge>, charge: Option<Charge>) {
+    // SAFETY: guaranteed by the caller.
+    unsafe { slot.write(charge) }
+}
+
+/// Takes a destroyed object's charge (given back when dropped).
+///
+/// # Safety
+/// `slot` is the `charge` field of an object whose create succeeded (so
+/// [`set_charge`] wrote it), not used again after its destroy.
+unsafe fn take_charge(slot: *mut Option<Charge>) -> Option<Charge> {
+    // SAFETY: guaranteed by the caller.
+    unsafe { slot.replace(None) }
 }
 
 // --- AH ------------------------------------------------------------------------
@@ -317,25 +348,21 @@ pub(crate) unsafe extern "C" fn create_ah(
     errno(unsafe {
         let dev = dev_of((*ibah).device);
         let pd = pd_handle((*ibah).pd);
-        // A process's AH is charged to the context of its PD.
-        let uctx = (*(*ibah).pd.cast::<FerrocePd>()).uctx;
-        let quota = if uctx.is_null() { None } else { Some(&FerroceUcontext::from_ib(uctx).ahs) };
+        // A process's AH is charged to the user of its PD.
+        let account = pd_account((*ibah).pd);
         av_from_attr(&*(*init).ah_attr).and_then(|av| {
-            if let Some(q) = quota {
-                FerroceUcontext::charge(q, CTX_MAX_AH)?;
-            }
+            // Given back (dropped) if anything below fails.
+            let charge = quota::charge(account, Kind::Ah)?;
             let made = (|| {
                 let idx = {
                     let mut st = dev.state.lock();
-                    let idx = st.alloc_ah(quota.is_some()).ok_or(ENOMEM)?;
+                    let idx = st.alloc_ah(account.is_some()).ok_or(ENOMEM)?;
                     if let Some(slot) = st.ahs.get_mut(idx) {
                         *slot = Some(AhEntry { av, pd });
                     }
                     idx
                 };
-                let a = &mut *ibah.cast::<FerroceAh>();
-                a.index = idx as u32;
-                a.uctx = uctx;
+                (*ibah.cast::<FerroceAh>()).index = idx as u32;
                 if !udata.is_null() {
                     let resp = b::ferroce_create_ah_resp { ah_handle: idx as u32, reserved: 0 };
                     if let Err(e) = respond(udata, &resp) {
@@ -347,8 +374,8 @@ pub(crate) unsafe extern "C" fn create_ah(
                 }
                 Ok(())
             })();
-            if let (Err(_), Some(q)) = (&made, quota) {
-                FerroceUcontext::uncharge(q);
+            if made.is_ok() {
+                set_charge(core::ptr::addr_of_mut!((*ibah.cast::<FerroceAh>()).charge), charge);
             }
             made
         })
@@ -360,13 +387,10 @@ pub(crate) unsafe extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> 
     unsafe {
         let dev = dev_of((*ibah).device);
         let idx = (*ibah.cast::<FerroceAh>()).index as usize;
-        let uctx = (*ibah.cast::<FerroceAh>()).uctx;
-        if !uctx.is_null() {
-            FerroceUcontext::uncharge(&FerroceUcontext::from_ib(uctx).ahs);
-        }
         if let Some(slot) = dev.state.lock().ahs.get_mut(idx) {
             *slot = None;
         }
+        drop(take_charge(core::ptr::addr_of_mut!((*ibah.cast::<FerroceAh>()).charge)));
     }
     0
 }
@@ -391,7 +415,10 @@ pub(crate) unsafe extern "C" fn create_cq(
                 return Err(EINVAL);
             }
             let udata = b::ferroce_attrs_udata(attrs);
-            let (entry, cqe) = match user_call(udata)? {
+            let uctx = user_call(udata)?;
+            // Given back (dropped) if anything below fails.
+            let charge = quota::charge(uctx.and_then(|u| FerroceUcontext::account_of(u)), Kind::Cq)?;
+            let (entry, cqe) = match uctx {
                 None => (CqEntry::new(ibcq, a.cqe as usize)?, a.cqe),
                 Some(uctx) => {
                     let ring = UserRing::new(uctx, a.cqe, b::FERROCE_CQE_SIZE as usize)?;
@@ -408,6 +435,7 @@ pub(crate) unsafe extern "C" fn create_cq(
             }
             (*ibcq.cast::<FerroceCq>()).index = idx as u32;
             (*ibcq).cqe = cqe as c_int;
+            set_charge(core::ptr::addr_of_mut!((*ibcq.cast::<FerroceCq>()).charge), charge);
             Ok(())
         })()
     })
@@ -441,7 +469,8 @@ pub(crate) unsafe extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::
             if let Some(c) = &c {
                 wait_unpinned(&c.pins);
             }
-            drop(c)
+            drop(c);
+            drop(take_charge(core::ptr::addr_of_mut!((*ibcq.cast::<FerroceCq>()).charge)));
         })
     })
 }
@@ -557,13 +586,21 @@ fn poll_doorbell(dev: &FerroceDevice, idx: usize) {
     let mut kicks = KVVec::new();
     {
         let mut st = dev.state.lock();
+        // The CQ counts its QPs (one use for each of a QP's send and
+        // receive CQ that is this one): the scan ends at the last of them
+        // rather than at the end of the table.
+        let mut left = st.cqs.get(idx).and_then(|c| c.as_deref()).map_or(0, |c| c.users);
         for qpn in 0..st.qps.len() {
+            if left == 0 {
+                break;
+            }
             let uses = st
                 .qps
                 .get(qpn)
                 .and_then(|e| e.as_deref())
-                .is_some_and(|e| e.send_cq == idx || e.recv_cq == idx);
-            if uses {
+                .map_or(0, |e| u32::from(e.send_cq == idx) + u32::from(e.recv_cq == idx));
+            if uses > 0 {
+                left = left.saturating_sub(uses);
                 net::drain(dev, &mut st, qpn as u32, 0, &mut notify);
                 let _ = kicks.push(qpn as u32, GFP_ATOMIC);
             }
@@ -638,6 +675,8 @@ pub(crate) unsafe extern "C" fn create_qp(
                 return Err(EINVAL);
             }
             let pd = pd_handle((*ibqp).pd);
+            // Given back (dropped) if anything below fails.
+            let charge = quota::charge(uctx.and_then(|u| FerroceUcontext::account_of(u)), Kind::Qp)?;
             let mtu = port_mtu(dev);
             // A process's QP gets its rings (power-of-two sizes: the
             // granted caps are what the rings hold) and learns where they
@@ -666,19 +705,19 @@ pub(crate) unsafe extern "C" fn create_qp(
                     Some(QpRings::new(sq, rq, ud_max_msg, pd))
                 }
             };
-            let mut sq = KVVec::with_capacity(cap.max_send_wr as usize, GFP_KERNEL)?;
+            let mut sq = KVVec::with_capacity(cap.max_send_wr as usize, GFP_KERNEL_ACCOUNT)?;
             for _ in 0..cap.max_send_wr {
-                sq.push(SendSlot::default(), GFP_KERNEL)?;
+                sq.push(SendSlot::default(), GFP_KERNEL_ACCOUNT)?;
             }
             let rq_slots = if srq.is_some() { SRQ_QP_SLOTS } else { cap.max_recv_wr };
-            let mut rq = KVVec::with_capacity(rq_slots as usize, GFP_KERNEL)?;
+            let mut rq = KVVec::with_capacity(rq_slots as usize, GFP_KERNEL_ACCOUNT)?;
             for _ in 0..rq_slots {
-                rq.push(RecvSlot::default(), GFP_KERNEL)?;
+                rq.push(RecvSlot::default(), GFP_KERNEL_ACCOUNT)?;
             }
             let (scq, rcq) = (cq_index(ia.send_cq), cq_index(ia.recv_cq));
             // Allocated before the lock: a failure under it would drop the
             // rings there, and unmapping them may sleep.
-            let boxed = KBox::<QpEntry>::new_uninit(GFP_KERNEL)?;
+            let boxed = KBox::<QpEntry>::new_uninit(GFP_KERNEL_ACCOUNT)?;
             let srq_spare = if srq.is_some() { Some(Returned::new()?) } else { None };
             let mut st = dev.state.lock();
             let qpn = st.alloc_qpn(gsi, uctx.is_some()).ok_or(if gsi { EBUSY } else { ENOMEM })?;
@@ -738,6 +777,7 @@ pub(crate) unsafe extern "C" fn create_qp(
             }
             (*ibqp).qp_num = qpn as u32;
             cap.max_inline_data = MAX_INLINE as u32;
+            set_charge(core::ptr::addr_of_mut!((*ibqp.cast::<FerroceQp>()).charge), charge);
             Ok(())
         })()
     })
@@ -940,6 +980,7 @@ pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::
             b::ferroce_work_cancel_sync(e.work);
         }
         drop(entry);
+        drop(take_charge(core::ptr::addr_of_mut!((*ibqp.cast::<FerroceQp>()).charge)));
     }
     0
 }
@@ -988,6 +1029,8 @@ pub(crate) unsafe extern "C" fn reg_user_mr(
                 return Err(EINVAL);
             }
             let dev = dev_of((*ibpd).device);
+            // Given back (dropped) if anything below fails.
+            let charge = quota::charge(pd_account(ibpd), Kind::Mr)?;
             let offset = (start % PAGE_SIZE as u64) as usize;
             let npages = usize::try_from((offset as u64 + length).div_ceil(PAGE_SIZE as u64)).map_err(|_| EINVAL)?;
             let umem = b::ferroce_umem_get(dev.ib_ptr(), start, length, access);
@@ -998,9 +1041,9 @@ pub(crate) unsafe extern "C" fn reg_user_mr(
             let release = |umem| b::ferroce_ib_umem_release(umem);
             let mut pages = KVVec::new();
             if let Err(e) = (|| -> Result {
-                pages = KVVec::with_capacity(npages, GFP_KERNEL)?;
+                pages = KVVec::with_capacity(npages, GFP_KERNEL_ACCOUNT)?;
                 for _ in 0..npages {
-                    pages.push(null_mut(), GFP_KERNEL)?;
+                    pages.push(null_mut(), GFP_KERNEL_ACCOUNT)?;
                 }
                 if b::ferroce_umem_pages(umem, pages.as_mut_ptr(), npages) != npages {
                     return Err(EFAULT);
@@ -1020,6 +1063,7 @@ pub(crate) unsafe extern "C" fn reg_user_mr(
             };
             (*mr).ib.iova = virt;
             (*mr).ib.length = length;
+            (*mr).charge = charge;
             Ok(mr.cast())
         })()
     };
@@ -1045,7 +1089,7 @@ fn new_mr(umem: *mut b::ib_umem, staged: KVec<u64>) -> Result<KBox<FerroceMr>> {
     // SAFETY: `ib_mr` is plain data the core fills in; all zeroes is its
     // initial state (the core's own allocation is zeroed too).
     let ib = unsafe { core::mem::zeroed() };
-    Ok(KBox::new(FerroceMr { ib, umem, index: 0, staged, nstaged: 0 }, GFP_KERNEL)?)
+    Ok(KBox::new(FerroceMr { ib, umem, index: 0, staged, nstaged: 0, charge: None }, GFP_KERNEL_ACCOUNT)?)
 }
 
 /// Enters `entry` into the device's region table and gives `mr` its keys
@@ -1065,9 +1109,9 @@ fn install_mr(dev: &FerroceDevice, mr: KBox<FerroceMr>, entry: MrEntry) -> Resul
 
 /// A zeroed page list of `n` entries.
 fn page_list(n: usize) -> Result<KVec<u64>> {
-    let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+    let mut v = KVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
     for _ in 0..n {
-        v.push(0u64, GFP_KERNEL)?;
+        v.push(0u64, GFP_KERNEL_ACCOUNT)?;
     }
     Ok(v)
 }
@@ -1479,6 +1523,8 @@ pub(crate) unsafe extern "C" fn create_srq(
                 return Err(EINVAL);
             }
             let dev = dev_of((*ibsrq).device);
+            // Given back (dropped) if anything below fails.
+            let charge = quota::charge(uctx.and_then(|u| FerroceUcontext::account_of(u)), Kind::Srq)?;
             let entry = match uctx {
                 None => SrqEntry::new(ibsrq, a.max_wr as usize, a.max_sge, a.srq_limit)?,
                 Some(uctx) => {
@@ -1494,6 +1540,7 @@ pub(crate) unsafe extern "C" fn create_srq(
                 *slot = Some(entry);
             }
             (*ibsrq.cast::<FerroceSrq>()).index = idx as u32;
+            set_charge(core::ptr::addr_of_mut!((*ibsrq.cast::<FerroceSrq>()).charge), charge);
             Ok(())
         })()
     })
@@ -1561,7 +1608,8 @@ pub(crate) unsafe extern "C" fn destroy_srq(ibsrq: *mut b::ib_srq, _udata: *mut 
             if let Some(x) = &x {
                 wait_unpinned(&x.pins);
             }
-            drop(x)
+            drop(x);
+            drop(take_charge(core::ptr::addr_of_mut!((*ibsrq.cast::<FerroceSrq>()).charge)));
         })
     })
 }

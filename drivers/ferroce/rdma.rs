@@ -11,6 +11,7 @@ use crate::device;
 use crate::ffi as b;
 use crate::net;
 use crate::objects;
+use crate::quota::{self, Kind};
 use crate::state::{self, DevState};
 use crate::sync::BhLock;
 use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
@@ -18,6 +19,7 @@ use core::cell::UnsafeCell;
 use core::ffi::{c_char, c_int, c_ulong, c_void, CStr};
 use kernel::error::{to_result, Error};
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
 /// A C structure that the kernel links into one of its lists (the RDMA link
 /// types, the netdev notifier chain) for as long as the module is loaded.
@@ -605,22 +607,22 @@ unsafe extern "C" fn query_device(
         out.max_pkeys = a.max_pkeys;
         out.local_ca_ack_delay = a.local_ca_ack_delay;
         out.max_mr_size = 1u64 << 40;
-        out.max_qp = (state::MAX_QP - state::FIRST_QPN) as c_int;
+        out.max_qp = Kind::Qp.quota() as c_int;
         out.max_qp_wr = state::MAX_QP_WR as c_int;
         out.max_send_sge = crate::transport::verbs::MAX_SGE as c_int;
         out.max_recv_sge = crate::transport::verbs::MAX_SGE as c_int;
         // RDMA READ gathers into as many SGEs as any request (the core's
         // rdma_rw divides by this: 0 would be a division by zero).
         out.max_sge_rd = crate::transport::verbs::MAX_SGE as c_int;
-        out.max_cq = state::MAX_CQ as c_int;
+        out.max_cq = Kind::Cq.quota() as c_int;
         out.max_cqe = state::MAX_CQE as c_int;
-        out.max_mr = (state::MAX_MR - 1) as c_int;
-        // What one process may hold (its context's quotas); the kernel's
-        // consumers have the rest of the tables.
-        out.max_pd = CTX_MAX_PD as c_int;
-        out.max_ah = CTX_MAX_AH as c_int;
+        out.max_mr = Kind::Mr.quota() as c_int;
+        // What one user may hold of each table (quota); the rest is for
+        // other users and the kernel's consumers.
+        out.max_pd = Kind::Pd.quota() as c_int;
+        out.max_ah = Kind::Ah.quota() as c_int;
         out.page_size_cap = state::PAGE_SIZE as u64;
-        out.max_srq = state::MAX_SRQ as c_int;
+        out.max_srq = Kind::Srq.quota() as c_int;
         out.max_srq_wr = state::MAX_QP_WR as c_int;
         out.max_srq_sge = crate::transport::verbs::MAX_SGE as c_int;
         let rd = crate::transport::qp::MAX_RD_ATOMIC as c_int;
@@ -729,20 +731,19 @@ unsafe extern "C" fn get_link_layer(_ibdev: *mut b::ib_device, _port: u32) -> b:
 }
 
 /// A user context (one per opened device file).
+///
+/// # Invariants
+/// `account` is written by `alloc_ucontext` before the core uses the
+/// context for anything else (the core hands us zeroed memory, which is
+/// not read as an `Option<Arc>`), and taken by `dealloc_ucontext`.
 #[repr(C)]
 pub(crate) struct FerroceUcontext {
     ib: b::ib_ucontext,
-    /// PDs and AHs this context holds, against its quotas
-    /// (`CTX_MAX_PD`, `CTX_MAX_AH`): one process cannot take a whole
-    /// table from the others.
-    pub(crate) pds: AtomicU32,
-    pub(crate) ahs: AtomicU32,
+    /// The user the context's objects are charged to (`quota`): one user
+    /// cannot take a whole table from the others, however many device
+    /// files it opens.
+    pub(crate) account: Option<Arc<quota::Account>>,
 }
-
-/// The PDs and AHs one user context may hold: half of each table (what
-/// `query_device` advertises as max_pd and max_ah).
-pub(crate) const CTX_MAX_PD: u32 = state::MAX_PD / 2;
-pub(crate) const CTX_MAX_AH: u32 = (state::MAX_AH / 2) as u32;
 
 impl FerroceUcontext {
     /// # Safety
@@ -752,35 +753,54 @@ impl FerroceUcontext {
         unsafe { &*uctx.cast::<Self>() }
     }
 
-    /// Takes one of `max` from `count`; ENOMEM when the quota is used up.
-    pub(crate) fn charge(count: &AtomicU32, max: u32) -> Result {
-        count
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < max).then_some(n + 1))
-            .map(|_| ())
-            .map_err(|_| ENOMEM)
-    }
-
-    pub(crate) fn uncharge(count: &AtomicU32) {
-        let _ = count.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    /// The account of a process's call (`None` for a kernel consumer).
+    ///
+    /// # Safety
+    /// `uctx` must be null or a live ferroce user context.
+    pub(crate) unsafe fn account_of<'a>(uctx: *mut b::ib_ucontext) -> Option<&'a Arc<quota::Account>> {
+        if uctx.is_null() {
+            return None;
+        }
+        // SAFETY: guaranteed by the caller.
+        unsafe { Self::from_ib(uctx) }.account.as_ref()
     }
 }
 
 const _: () = assert!(core::mem::offset_of!(FerroceUcontext, ib) == 0);
 
-unsafe extern "C" fn alloc_ucontext(_uctx: *mut b::ib_ucontext, udata: *mut b::ib_udata) -> c_int {
+unsafe extern "C" fn alloc_ucontext(uctx: *mut b::ib_ucontext, udata: *mut b::ib_udata) -> c_int {
     let resp = b::ferroce_alloc_ucontext_resp {
         abi_version: device::ABI_VERSION,
         reserved: 0,
     };
-    // SAFETY: the core passes its udata (or null) for the call; we copy at
-    // most the bytes userspace made room for.
-    unsafe {
-        let len = b::ferroce_udata_outlen(udata).min(core::mem::size_of_val(&resp));
-        if len > 0 {
-            return b::ferroce_copy_to_udata(udata, &resp as *const _ as *const c_void, len);
-        }
-    }
-    0
+    // SAFETY: the core passes a zeroed context of our size (device set)
+    // and its udata (or null) for the call; we copy at most the bytes
+    // userspace made room for. `account` is written in place (zeroed
+    // memory is not a valid `Option<Arc>` to drop).
+    errno(unsafe {
+        (|| {
+            let len = b::ferroce_udata_outlen(udata).min(core::mem::size_of_val(&resp));
+            if len > 0 {
+                to_result(b::ferroce_copy_to_udata(udata, &resp as *const _ as *const c_void, len))?;
+            }
+            let fresh = quota::Accounts::prepare()?;
+            let dev = FerroceDevice::from_ib((*uctx).device);
+            let acct = dev.state.lock().accounts.open(fresh)?;
+            // INVARIANT: written before the context is used.
+            core::ptr::addr_of_mut!((*uctx.cast::<FerroceUcontext>()).account).write(Some(acct));
+            Ok(())
+        })()
+    })
 }
 
-unsafe extern "C" fn dealloc_ucontext(_uctx: *mut b::ib_ucontext) {}
+unsafe extern "C" fn dealloc_ucontext(uctx: *mut b::ib_ucontext) {
+    // SAFETY: a context `alloc_ucontext` succeeded for (the core calls us
+    // for no other), after every object in it was destroyed.
+    unsafe {
+        let acct = core::ptr::addr_of_mut!((*uctx.cast::<FerroceUcontext>()).account).replace(None);
+        if let Some(a) = &acct {
+            FerroceDevice::from_ib((*uctx).device).state.lock().accounts.close(a);
+        }
+        drop(acct);
+    }
+}

@@ -22,17 +22,18 @@ use core::sync::atomic::AtomicU32;
 use kernel::prelude::*;
 
 /// Queue pairs per device (QPN 1 is the GSI QP; user QPNs start at 16).
-pub(crate) const MAX_QP: usize = 1024;
+/// Each table is twice what one user may hold (`quota::Kind::quota`).
+pub(crate) const MAX_QP: usize = 2048;
 pub(crate) const FIRST_QPN: usize = 16;
 pub(crate) const GSI_QPN: usize = 1;
-pub(crate) const MAX_CQ: usize = 1024;
-pub(crate) const MAX_SRQ: usize = 1024;
+pub(crate) const MAX_CQ: usize = 2048;
+pub(crate) const MAX_SRQ: usize = 2048;
 /// Receive slots of an SRQ-attached QP in the engine: WQEs move in from the
 /// SRQ one at a time, when a message needs one.
 pub(crate) const SRQ_QP_SLOTS: u32 = 2;
 /// Memory regions per device; a key is `index << 8 | key byte`, the key
 /// byte random (and never the index's previous one).
-pub(crate) const MAX_MR: usize = 4096;
+pub(crate) const MAX_MR: usize = 8192;
 pub(crate) const MAX_AH: usize = 4096;
 pub(crate) const MAX_PD: u32 = 4096;
 pub(crate) const MAX_QP_WR: u32 = 16384;
@@ -262,7 +263,7 @@ impl CqEntry {
                 pins: AtomicU32::new(0),
                 event_due: false,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?)
     }
 
@@ -311,14 +312,14 @@ impl CqEntry {
     }
 
     pub(crate) fn alloc_ring(entries: usize) -> Result<KVVec<CqSlot>> {
-        let mut ring = KVVec::with_capacity(entries, GFP_KERNEL)?;
+        let mut ring = KVVec::with_capacity(entries, GFP_KERNEL_ACCOUNT)?;
         let empty = CqSlot {
             cqe: Cqe::default(),
             ibqp: core::ptr::null_mut(),
             ip_version: 0,
         };
         for _ in 0..entries {
-            ring.push(empty, GFP_KERNEL)?;
+            ring.push(empty, GFP_KERNEL_ACCOUNT)?;
         }
         Ok(ring)
     }
@@ -437,7 +438,7 @@ pub(crate) struct Returned {
 
 impl Returned {
     pub(crate) fn new() -> Result<KBox<Self>> {
-        Ok(KBox::new(Self { wqe: RecvWqe::default(), next: None }, GFP_KERNEL)?)
+        Ok(KBox::new(Self { wqe: RecvWqe::default(), next: None }, GFP_KERNEL_ACCOUNT)?)
     }
 }
 
@@ -478,11 +479,11 @@ impl Drop for SrqEntry {
 
 impl SrqEntry {
     pub(crate) fn new(ibsrq: *mut b::ib_srq, max_wr: usize, max_sge: u32, limit: u32) -> Result<KBox<Self>> {
-        let mut ring = KVVec::with_capacity(max_wr, GFP_KERNEL)?;
+        let mut ring = KVVec::with_capacity(max_wr, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..max_wr {
-            ring.push(RecvWqe::default(), GFP_KERNEL)?;
+            ring.push(RecvWqe::default(), GFP_KERNEL_ACCOUNT)?;
         }
-        Ok(KBox::new(Self { back: None, ring, head: 0, len: 0, max_sge, limit, users: 0, ibsrq, user: None, taken: 0, pins: AtomicU32::new(0) }, GFP_KERNEL)?)
+        Ok(KBox::new(Self { back: None, ring, head: 0, len: 0, max_sge, limit, users: 0, ibsrq, user: None, taken: 0, pins: AtomicU32::new(0) }, GFP_KERNEL_ACCOUNT)?)
     }
 
     /// A process's SRQ, whose WQEs come from `ring`.
@@ -659,6 +660,8 @@ pub(crate) struct DevState {
     /// live PDs ever share one, however many were allocated before.
     pds: KVVec<Option<PdOwner>>,
     next_pd: usize,
+    /// The users with a context open, and what each holds.
+    pub(crate) accounts: crate::quota::Accounts,
     /// Where `net::kick` builds an RC packet for a QP of this same device,
     /// which it then delivers from here (no socket buffer): room for the
     /// largest transport packet.
@@ -666,9 +669,9 @@ pub(crate) struct DevState {
 }
 
 fn table<T>(n: usize) -> Result<KVVec<Option<T>>> {
-    let mut v = KVVec::with_capacity(n, GFP_KERNEL)?;
+    let mut v = KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
     for _ in 0..n {
-        v.push(None, GFP_KERNEL)?;
+        v.push(None, GFP_KERNEL_ACCOUNT)?;
     }
     Ok(v)
 }
@@ -685,9 +688,9 @@ pub(crate) fn take_unused<T>(slot: Option<&mut Option<KBox<T>>>, users: impl Fn(
 
 impl DevState {
     pub(crate) fn new() -> Result<Self> {
-        let mut mr_gen = KVVec::with_capacity(MAX_MR, GFP_KERNEL)?;
+        let mut mr_gen = KVVec::with_capacity(MAX_MR, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..MAX_MR {
-            mr_gen.push(0u8, GFP_KERNEL)?;
+            mr_gen.push(0u8, GFP_KERNEL_ACCOUNT)?;
         }
         Ok(Self {
             qps: table(MAX_QP)?,
@@ -704,10 +707,11 @@ impl DevState {
             pds: table(MAX_PD as usize)?,
             // SAFETY: reads a module parameter (a test's start position).
             next_pd: unsafe { b::ferroce_test_pd_start() } as usize % MAX_PD as usize,
+            accounts: crate::quota::Accounts::new(),
             local_buf: {
                 let n = crate::transport::wire::packet::tx_buffer_len(4096);
-                let mut v = KVVec::with_capacity(n, GFP_KERNEL)?;
-                v.resize(n, 0, GFP_KERNEL)?;
+                let mut v = KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
+                v.resize(n, 0, GFP_KERNEL_ACCOUNT)?;
                 v
             },
         })

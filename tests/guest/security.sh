@@ -31,10 +31,12 @@
 #      reach it: the AH's slot would have to be reused in between);
 #  10. an IPv4 header of 40 bytes (options) is IPv4, not IPv6;
 #   9. the local queue's bound (module reloaded with test_local_queue_max=2);
-#   6. quotas: an unprivileged process takes every PD and AH it can (it
-#      stops at its context's quota, max_pd and max_ah), and while it holds
-#      them rping (a second process, and the kernel's CM with its AHs)
-#      connects;
+#   6. quotas: an unprivileged process takes every PD, AH, CQ, QP, SRQ and
+#      MR it can (it stops at its user's quota, max_* of query_device, and a
+#      second device file of the same user gets no more), and while it
+#      holds them another user creates one of each, and rping (a second
+#      process, and the kernel's CM with its AHs) connects; a process's CQ
+#      rings are charged to its memory cgroup;
 # then the device holds what it held before and the kernel logged nothing
 # (tools/vm's dmesg check).
 #   tools/vm run tests/guest/security.sh [UAF_SECONDS]
@@ -74,7 +76,21 @@ hog=$!
 exec 7>/tmp/hog.in
 for i in $(seq 600); do grep -q '^holding' /tmp/hog.log && break; kill -0 $hog 2>/dev/null || break; sleep 0.1; done
 cat /tmp/hog.log
-expect "hog: holds its quota of PDs and AHs" '^holding' "$(cat /tmp/hog.log)"
+expect "hog: holds its quota of PDs, AHs, CQs, QPs, SRQs and MRs" '^holding' "$(cat /tmp/hog.log)"
+# memory cgroup: a process's ring memory is charged to its cgroup
+memcg_run() {
+	local cg=/sys/fs/cgroup
+	mountpoint -q $cg || mount -t cgroup2 none $cg || return 1
+	echo +memory > $cg/cgroup.subtree_control 2>/dev/null
+	mkdir -p $cg/ferroce-memcg || return 1
+	sh -c "echo \$\$ > $cg/ferroce-memcg/cgroup.procs && exec $T/security memcg fr0 $G 8"
+	local r=$?
+	rmdir $cg/ferroce-memcg
+	return $r
+}
+check "memcg: a process's CQ rings count against its memory cgroup" memcg_run
+check "neighbour: another user still creates one of each object" \
+	timeout 120 setpriv --reuid=65533 --regid=65533 --clear-groups $T/security neighbour fr0 "$G"
 rping_pair() {
 	timeout 60 rping -s -a 10.0.2.15 -V -C 20 >/tmp/srv.log 2>&1 &
 	local spid=$! i c

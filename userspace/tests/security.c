@@ -82,12 +82,24 @@
  *       an AH of the QP's own PD arrives (the control).
  *
  *   security hog DEV GID_INDEX
- *       Allocates PDs until the device refuses, then AHs (in one PD) until
- *       it refuses, checks that each stopped at the context's quota
- *       (max_pd, max_ah of ibv_query_device) with ENOMEM, prints "holding"
- *       and keeps everything until its standard input closes. Meanwhile
- *       tests/guest/security.sh runs rping (other processes and the
- *       kernel's CM must still find room).
+ *       Allocates PDs until the device refuses, then AHs (in one PD), CQs,
+ *       RC QPs, SRQs and MRs, each until the device refuses, and checks
+ *       that each stopped at the user's quota (max_pd, max_ah, max_cq,
+ *       max_qp, max_srq, max_mr of ibv_query_device) with ENOMEM; then a
+ *       second device file of the same process gets no PD (the quota is
+ *       the user's, not the context's). Prints "holding" and keeps
+ *       everything until its standard input closes. Meanwhile
+ *       tests/guest/security.sh runs the neighbour (another user) and
+ *       rping (the kernel's CM must still find room).
+ *
+ *   security memcg DEV GID_INDEX [N]
+ *       Creates N (8) CQs of max_cqe entries and checks that the memory
+ *       cgroup it runs in (cgroup v2, /proc/self/cgroup) grew by at least
+ *       their rings' size: ring memory is charged to the process.
+ *
+ *   security neighbour DEV GID_INDEX
+ *       One PD, CQ, RC QP, SRQ, MR and AH: run as another user while the
+ *       hog holds its quota, each must be created.
  *
  * Prints "ok - NAME" / "not ok - NAME" lines; exits non-zero on failure.
  */
@@ -1213,48 +1225,210 @@ static int localq(void)
 	return failures;
 }
 
+/* ------------------------------------------------------------------ memcg */
+
+/* memory.current of this process's cgroup (cgroup v2), or -1. */
+static long long memcg_current(void)
+{
+	char line[512], path[640];
+	long long v = -1;
+	FILE *f = fopen("/proc/self/cgroup", "r");
+
+	if (!f)
+		return -1;
+	path[0] = 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "0::", 3)) {
+			line[strcspn(line, "\n")] = 0;
+			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.current", line + 3);
+		}
+	fclose(f);
+	if (!path[0] || !(f = fopen(path, "r")))
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/* CQs whose rings (shared with the process, made by the kernel) are
+ * charged to the process's memory cgroup: memory.current grows by at least
+ * the rings' size. */
+static int memcg(int ncq)
+{
+	struct ibv_device_attr da;
+	struct ibv_cq *cqs[64];
+	long long before, after, want;
+	int n = 0;
+
+	if (ibv_query_device(ctx, &da))
+		die("ibv_query_device");
+	if (ncq > 64)
+		ncq = 64;
+	before = memcg_current();
+	if (before < 0)
+		die("memory.current of this process's cgroup");
+	while (n < ncq && (cqs[n] = ibv_create_cq(ctx, da.max_cqe, NULL, NULL, 0)))
+		n++;
+	after = memcg_current();
+	/* a CQE of the ring is at least 32 bytes (ibv_wc is 48) */
+	want = (long long)n * da.max_cqe * 32;
+	printf("security: memcg: %d CQs of %d entries; memory.current %lld -> %lld (+%lld, at least %lld expected)\n", n,
+	       da.max_cqe, before, after, after - before, want);
+	CHECK("memcg: the rings of a process's CQs are charged to its memory cgroup", n == ncq && after - before >= want,
+	      "%d CQs, memory.current +%lld, expected at least +%lld", n, after - before, want);
+	for (int i = 0; i < n; i++)
+		ibv_destroy_cq(cqs[i]);
+	return failures;
+}
+
 /* --------------------------------------------------------------------- hog */
+
+/* One kind of object taken until the device refuses: how many, and the
+ * errno of the refusal. */
+struct take {
+	const char *what;
+	int max, n, err;
+};
+
+static void take_report(struct take *t)
+{
+	printf("security: hog: %d %ss (%s); max %d\n", t->n, t->what, strerror(t->err), t->max);
+	CHECK("hog: a user's objects stop at its quota (max_*) with ENOMEM", t->n == t->max && t->err == ENOMEM,
+	      "%d %ss, then %s (max %d)", t->n, t->what, strerror(t->err), t->max);
+}
+
+#define HOG_MAX 8192
+#define TAKE(t, arr, expr)                                                     \
+	do {                                                                   \
+		errno = 0;                                                     \
+		while ((t).n < HOG_MAX && ((arr)[(t).n] = (expr)))             \
+			(t).n++;                                               \
+		(t).err = errno;                                               \
+		take_report(&(t));                                             \
+	} while (0)
 
 static int hog(void)
 {
 	struct ibv_device_attr da;
-	static struct ibv_pd *pds[8192];
-	static struct ibv_ah *ahs[8192];
+	static struct ibv_pd *pds[HOG_MAX];
+	static struct ibv_ah *ahs[HOG_MAX];
+	static struct ibv_cq *cqs[HOG_MAX];
+	static struct ibv_qp *qps[HOG_MAX];
+	static struct ibv_srq *srqs[HOG_MAX];
+	static struct ibv_mr *mrs[HOG_MAX];
+	static char buf[4096];
 	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
-	int np = 0, na = 0, perr, aerr;
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 1, .max_sge = 1 } };
+	struct ibv_qp_init_attr qa = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct take tp = { .what = "PD" }, ta = { .what = "AH" }, tc = { .what = "CQ" };
+	struct take tq = { .what = "QP" }, ts = { .what = "SRQ" }, tm = { .what = "MR" };
+	struct ibv_context *ctx2;
+	struct ibv_pd *pd2;
+	struct ibv_device **list;
 	char c;
 
 	if (ibv_query_device(ctx, &da))
 		die("ibv_query_device");
-	while (np < 8192 && (pds[np] = ibv_alloc_pd(ctx)))
-		np++;
-	perr = errno;
+	tp.max = da.max_pd;
+	ta.max = da.max_ah;
+	tc.max = da.max_cq;
+	tq.max = da.max_qp;
+	ts.max = da.max_srq;
+	tm.max = da.max_mr;
+	TAKE(tp, pds, ibv_alloc_pd(ctx));
+	if (tp.n < 1)
+		die("no PD at all");
 	aa.grh.dgid = gid;
 	aa.grh.sgid_index = gid_index;
 	aa.grh.hop_limit = 64;
-	if (np > 0) {
-		/* every AH goes to a distinct flow label: distinct objects */
-		while (na < 8192) {
-			aa.grh.flow_label = (uint32_t)na;
-			if (!(ahs[na] = ibv_create_ah(pds[0], &aa)))
-				break;
-			na++;
-		}
-	}
-	aerr = errno;
-	printf("security: hog: %d PDs (%s), %d AHs (%s); max_pd %d, max_ah %d\n", np, strerror(perr), na,
-	       strerror(aerr), da.max_pd, da.max_ah);
-	CHECK("hog: a process's PDs stop at its quota (max_pd) with ENOMEM", np == da.max_pd && perr == ENOMEM,
-	      "%d PDs, then %s", np, strerror(perr));
-	CHECK("hog: a process's AHs stop at its quota (max_ah) with ENOMEM", na == da.max_ah && aerr == ENOMEM,
-	      "%d AHs, then %s", na, strerror(aerr));
+	/* every AH goes to a distinct flow label: distinct objects */
+	TAKE(ta, ahs, (aa.grh.flow_label = (uint32_t)ta.n, ibv_create_ah(pds[0], &aa)));
+	TAKE(tc, cqs, ibv_create_cq(ctx, 1, NULL, NULL, 0));
+	if (tc.n < 1)
+		die("no CQ at all");
+	qa.send_cq = qa.recv_cq = cqs[0];
+	TAKE(tq, qps, ibv_create_qp(pds[0], &qa));
+	TAKE(ts, srqs, ibv_create_srq(pds[0], &sa));
+	TAKE(tm, mrs, ibv_reg_mr(pds[0], buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE));
+
+	/* A second device file of the same user: the quota is the user's. */
+	ctx2 = NULL;
+	list = ibv_get_device_list(NULL);
+	for (int i = 0; list && list[i]; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), ibv_get_device_name(ctx->device)))
+			ctx2 = ctx2 ? ctx2 : ibv_open_device(list[i]);
+	if (list)
+		ibv_free_device_list(list);
+	if (!ctx2)
+		die("ibv_open_device (a second context)");
+	errno = 0;
+	pd2 = ibv_alloc_pd(ctx2);
+	CHECK("hog: a second context of the same user gets no PD past the user's quota (ENOMEM)",
+	      !pd2 && errno == ENOMEM, "%s", pd2 ? "a PD was allocated" : strerror(errno));
+	if (pd2)
+		ibv_dealloc_pd(pd2);
+	ibv_close_device(ctx2);
+
 	printf("holding\n");
 	while (read(0, &c, 1) > 0)
 		;
-	for (int i = 0; i < na; i++)
+	for (int i = 0; i < tm.n; i++)
+		ibv_dereg_mr(mrs[i]);
+	for (int i = 0; i < tq.n; i++)
+		ibv_destroy_qp(qps[i]);
+	for (int i = 0; i < ts.n; i++)
+		ibv_destroy_srq(srqs[i]);
+	for (int i = 0; i < tc.n; i++)
+		ibv_destroy_cq(cqs[i]);
+	for (int i = 0; i < ta.n; i++)
 		ibv_destroy_ah(ahs[i]);
-	for (int i = 0; i < np; i++)
+	for (int i = 0; i < tp.n; i++)
 		ibv_dealloc_pd(pds[i]);
+	return failures;
+}
+
+/* Another user, while the hog holds its quota: one of each object. */
+static int neighbour(void)
+{
+	static char buf[4096];
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 1, .max_sge = 1 } };
+	struct ibv_qp_init_attr qa = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 1, NULL, NULL, 0);
+	struct ibv_qp *qp = NULL;
+	struct ibv_srq *srq = NULL;
+	struct ibv_mr *mr = NULL;
+	struct ibv_ah *ah = NULL;
+
+	if (pd && cq) {
+		qa.send_cq = qa.recv_cq = cq;
+		qp = ibv_create_qp(pd, &qa);
+		srq = ibv_create_srq(pd, &sa);
+		mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+		ah = self_ah(pd);
+	}
+	CHECK("neighbour: another user creates a PD, CQ, QP, SRQ, MR and AH while the hog holds its quota",
+	      pd && cq && qp && srq && mr && ah, "pd %p cq %p qp %p srq %p mr %p ah %p", (void *)pd, (void *)cq,
+	      (void *)qp, (void *)srq, (void *)mr, (void *)ah);
+	if (ah)
+		ibv_destroy_ah(ah);
+	if (mr)
+		ibv_dereg_mr(mr);
+	if (srq)
+		ibv_destroy_srq(srq);
+	if (qp)
+		ibv_destroy_qp(qp);
+	if (cq)
+		ibv_destroy_cq(cq);
+	if (pd)
+		ibv_dealloc_pd(pd);
 	return failures;
 }
 
@@ -1287,6 +1461,10 @@ int main(int argc, char **argv)
 		return intrude() ? 1 : 0;
 	if (!strcmp(argv[1], "hog"))
 		return hog() ? 1 : 0;
+	if (!strcmp(argv[1], "neighbour"))
+		return neighbour() ? 1 : 0;
+	if (!strcmp(argv[1], "memcg"))
+		return memcg(argc > 4 ? atoi(argv[4]) : 8) ? 1 : 0;
 	if (!strcmp(argv[1], "uaf") && argc >= 5)
 		return uaf(atof(argv[4])) ? 1 : 0;
 	fprintf(stderr, "security: unknown test %s\n", argv[1]);

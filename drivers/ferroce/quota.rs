@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Per-user quotas on the device's object tables.
+//!
+//! The tables are fixed (see `state`), so one user who took every QP or
+//! PD would stop every other process, and the kernel's own consumers
+//! (rdma_cm, NVMe) but for the few slots each table keeps for them
+//! (`transport::table::KERNEL_RESERVE`). Every object a process creates is
+//! charged to the user (effective UID) its context was opened by: a user
+//! holds at most half of each table, whatever number of contexts
+//! (device files) it opens. Kernel consumers are not charged.
+//!
+//! An [`Account`] is shared by the contexts of one user on one device; a
+//! [`Charge`] is one object's share of it, given back when dropped. No
+//! `unsafe` here.
+
+use crate::state;
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::prelude::*;
+use kernel::sync::Arc;
+use kernel::task::Kuid;
+
+/// The kinds of object a user is charged for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kind {
+    Pd = 0,
+    Ah = 1,
+    Cq = 2,
+    Qp = 3,
+    Srq = 4,
+    Mr = 5,
+}
+
+const KINDS: usize = 6;
+
+impl Kind {
+    /// What one user may hold: half of the table. This is also what
+    /// `query_device` reports as `max_*`.
+    pub(crate) const fn quota(self) -> u32 {
+        let table = match self {
+            Kind::Pd => state::MAX_PD as usize,
+            Kind::Ah => state::MAX_AH,
+            Kind::Cq => state::MAX_CQ,
+            Kind::Qp => state::MAX_QP,
+            Kind::Srq => state::MAX_SRQ,
+            Kind::Mr => state::MAX_MR,
+        };
+        (table / 2) as u32
+    }
+}
+
+/// What one user holds on one device.
+pub(crate) struct Account {
+    uid: Kuid,
+    /// The user's open contexts on the device (changed under the device
+    /// lock, in [`Accounts::open`] and [`Accounts::close`]).
+    contexts: AtomicU32,
+    held: [AtomicU32; KINDS],
+}
+
+/// One object's share of its user's quota; dropping it gives it back.
+pub(crate) struct Charge {
+    account: Arc<Account>,
+    kind: Kind,
+}
+
+impl Charge {
+    /// Charges one object of `kind` to `account`: `ENOMEM` when the user
+    /// holds its quota already (what the verbs return for a full table).
+    pub(crate) fn take(account: &Arc<Account>, kind: Kind) -> Result<Self> {
+        let held = account.held.get(kind as usize).ok_or(EINVAL)?;
+        held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < kind.quota()).then_some(n + 1))
+            .map_err(|_| ENOMEM)?;
+        Ok(Self {
+            account: account.clone(),
+            kind,
+        })
+    }
+
+    /// The account charged (objects made inside this one are charged to
+    /// the same user: an AH to its PD's).
+    pub(crate) fn account(&self) -> &Arc<Account> {
+        &self.account
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        if let Some(held) = self.account.held.get(self.kind as usize) {
+            let _ = held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        }
+    }
+}
+
+/// Charges one object of `kind` to a process's account; kernel consumers
+/// (no account) are not charged.
+pub(crate) fn charge(account: Option<&Arc<Account>>, kind: Kind) -> Result<Option<Charge>> {
+    account.map(|a| Charge::take(a, kind)).transpose()
+}
+
+/// The accounts of the users that have a context open on a device (under
+/// the device lock).
+pub(crate) struct Accounts(KVec<Arc<Account>>);
+
+impl Accounts {
+    pub(crate) const fn new() -> Self {
+        Self(KVec::new())
+    }
+
+    /// A new account for the current effective user, allocated before the
+    /// device lock is taken (then given to [`Accounts::open`]).
+    pub(crate) fn prepare() -> Result<Arc<Account>> {
+        Ok(Arc::new(
+            Account {
+                uid: Kuid::current_euid(),
+                contexts: AtomicU32::new(0),
+                held: [const { AtomicU32::new(0) }; KINDS],
+            },
+            GFP_KERNEL_ACCOUNT,
+        )?)
+    }
+
+    /// The account a new context of `fresh`'s user is charged to: the one
+    /// its user's other contexts use, or `fresh`.
+    pub(crate) fn open(&mut self, fresh: Arc<Account>) -> Result<Arc<Account>> {
+        let acct = match self.0.iter().find(|a| a.uid == fresh.uid) {
+            Some(a) => a.clone(),
+            None => {
+                self.0.push(fresh.clone(), GFP_ATOMIC)?;
+                fresh
+            }
+        };
+        acct.contexts.fetch_add(1, Ordering::Relaxed);
+        Ok(acct)
+    }
+
+    /// A context of `acct`'s user is gone; the last one takes the account
+    /// off the list (its objects were destroyed before their context).
+    pub(crate) fn close(&mut self, acct: &Arc<Account>) {
+        if acct.contexts.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.0.retain(|a| !Arc::ptr_eq(a, acct));
+        }
+    }
+}
