@@ -4,7 +4,7 @@
 //! one RoCE v2 port. This file holds what the device *is* and *answers*; the
 //! callbacks that reach it from the RDMA core are in `rdma.rs`.
 
-use crate::ffi as b;
+use crate::rdma::bindings as b;
 use crate::rdma::{DeviceAttrs, NetDev, PortAttrs};
 use kernel::prelude::*;
 

@@ -5,34 +5,33 @@
 //! provider.
 //!
 //! Layout:
-//! - [`ffi`]: the bindgen-generated C declarations (the only raw C names);
-//! - [`rdma`]: module registrations, the device structure, device and port
-//!   queries, link add/delete;
+//! - [`rdma`]: the boundary with the kernel's RDMA core: module
+//!   registrations, the device structure, device and port queries, link
+//!   add/delete; [`rdma::bindings`] (the bindgen-generated C declarations)
+//!   and [`rdma::sync`] (the device lock, a `kernel::sync::lock::Backend`);
 //! - [`objects`]: verbs objects and the datapath verbs (the core's callbacks);
 //! - [`net`]: per-namespace UDP tunnel sockets, encapsulation, receive;
 //! - [`rings`]: the SQ/RQ rings a process shares with the kernel (copied
 //!   once, validated, doorbell flag);
 //! - [`state`]: the device's tables and the engine's view of memory;
 //! - [`quota`]: what each user may hold of those tables;
-//! - [`sync`]: the bottom-half spinlock;
 //! - [`device`]: what a ferroce device is and answers, in safe Rust;
-//!
-//! `unsafe` code lives in the modules that face C (`rdma`, `objects`, `net`,
-//! `sync`, and the page copies in `state`), each block with its proof.
 //! - [`transport`]: the sans-IO IBTA transport engine, shared verbatim with
 //!   the host crate in `transport/` where it is tested and simulated.
+//!
+//! `unsafe` code lives in the modules that face C (`rdma`, `objects`, `net`,
+//! `rings`, and the page copies in `state`), each block with its proof;
+//! `quota`, `device` and the engine have none.
 
 use kernel::prelude::*;
 
 mod device;
-mod ffi;
 mod net;
 mod objects;
 mod quota;
 mod rdma;
 mod rings;
 mod state;
-mod sync;
 #[allow(dead_code, unused_imports, unreachable_pub, missing_docs, clippy::all)]
 mod transport;
 

@@ -6,7 +6,6 @@
 #include <rdma/ib_verbs.h>
 #include "helpers.h"
 
-struct module *ferroce_this_module(void) { return THIS_MODULE; }
 struct net *ferroce_init_net(void) { return &init_net; }
 
 unsigned int ferroce_netdev_mtu(const struct net_device *ndev) { return READ_ONCE(ndev->mtu); }
@@ -50,7 +49,6 @@ size_t ferroce_udata_inlen(const struct ib_udata *udata) { return udata ? udata-
 #include <rdma/ib_umem.h>
 #include <rdma/ib_cache.h>
 
-void ferroce_spin_lock_init(spinlock_t *lock) { spin_lock_init(lock); }
 /*
  * Kernel verbs consumers call in with hard interrupts disabled (the MAD layer
  * posts and ib_cm creates address handles under spin_lock_irqsave). There,
@@ -66,6 +64,15 @@ bool ferroce_spin_lock_bh(spinlock_t *lock)
 	}
 	spin_lock_bh(lock);
 	return true;
+}
+bool ferroce_spin_trylock_bh(spinlock_t *lock, bool *bh)
+{
+	if (irqs_disabled()) {
+		*bh = false;
+		return spin_trylock(lock);
+	}
+	*bh = true;
+	return spin_trylock_bh(lock);
 }
 void ferroce_spin_unlock_bh(spinlock_t *lock, bool bh)
 {
@@ -96,7 +103,6 @@ size_t ferroce_umem_pages(struct ib_umem *umem, struct page **pages, size_t max)
 	return n;
 }
 
-long ferroce_ptr_err(const void *ptr) { return IS_ERR(ptr) ? PTR_ERR(ptr) : 0; }
 
 void ferroce_copy_from_page(void *dst, struct page *page, unsigned int off, unsigned int len)
 {
@@ -496,11 +502,6 @@ void ferroce_mmap_free(struct rdma_user_mmap_entry *r)
 	kfree(e);
 }
 
-/* Shared ring indices: the process may change them at any moment. */
-u32 ferroce_load_acquire_u32(const u32 *p) { return smp_load_acquire(p); }
-void ferroce_store_release_u32(u32 *p, u32 v) { smp_store_release(p, v); }
-void ferroce_write_once_u32(u32 *p, u32 v) { WRITE_ONCE(*p, v); }
-void ferroce_smp_mb(void) { smp_mb(); }
 /* One copy of a slot the process may be rewriting: the copy is ours. */
 void ferroce_ring_read(void *dst, const void *src, size_t len) { memcpy(dst, src, len); }
 struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs)
@@ -510,8 +511,8 @@ struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs)
 #include <linux/delay.h>
 #include <linux/crc32.h>
 u32 ferroce_crc32_le(u32 crc, const u8 *p, size_t len) { return crc32_le(crc, p, len); }
+/* usleep_range: kernel::time::delay::fsleep busy-waits (udelay) up to 10 us. */
 void ferroce_usleep(unsigned long min_us, unsigned long max_us) { usleep_range(min_us, max_us); }
-void ferroce_cpu_relax(void) { cpu_relax(); }
 
 u32 ferroce_skbq_len(const struct sk_buff_head *q) { return skb_queue_len(q); }
 

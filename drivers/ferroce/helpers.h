@@ -10,7 +10,6 @@
 #include <linux/netdevice.h>
 #include <rdma/ib_verbs.h>
 
-struct module *ferroce_this_module(void);
 struct net *ferroce_init_net(void);
 
 /* net_device accessors (struct net_device stays opaque to Rust) */
@@ -33,8 +32,9 @@ size_t ferroce_udata_outlen(const struct ib_udata *udata);
 size_t ferroce_udata_inlen(const struct ib_udata *udata);
 
 /* --- locks (spinlock_t stays opaque to Rust) --- */
-void ferroce_spin_lock_init(spinlock_t *lock);
 bool ferroce_spin_lock_bh(spinlock_t *lock);
+/* Returns whether the lock was taken; *bh as ferroce_spin_lock_bh returns. */
+bool ferroce_spin_trylock_bh(spinlock_t *lock, bool *bh);
 bool ferroce_irqs_disabled(void);
 void ferroce_spin_unlock_bh(spinlock_t *lock, bool bh);
 
@@ -45,7 +45,6 @@ u64 ferroce_now_ns(void);
 struct ib_umem *ferroce_umem_get(struct ib_device *dev, u64 start, u64 length, int access);
 /* Fills up to max page pointers of the pinned region; returns how many. */
 size_t ferroce_umem_pages(struct ib_umem *umem, struct page **pages, size_t max);
-long ferroce_ptr_err(const void *ptr);
 /* Copies between a kernel buffer and a page (kmap_local_page). */
 void ferroce_copy_from_page(void *dst, struct page *page, unsigned int off, unsigned int len);
 void ferroce_copy_to_page(struct page *page, unsigned int off, const void *src, unsigned int len);
@@ -145,15 +144,10 @@ void *ferroce_ring_create(struct ib_ucontext *uctx, size_t len, u64 *offset,
 void ferroce_ring_destroy(struct rdma_user_mmap_entry *entry);
 int ferroce_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma);
 void ferroce_mmap_free(struct rdma_user_mmap_entry *entry);
-u32 ferroce_load_acquire_u32(const u32 *p);
-void ferroce_store_release_u32(u32 *p, u32 v);
-void ferroce_write_once_u32(u32 *p, u32 v);
-void ferroce_smp_mb(void);
 void ferroce_ring_read(void *dst, const void *src, size_t len);
 struct uverbs_attr_bundle;
 struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs);
 u32 ferroce_crc32_le(u32 crc, const u8 *p, size_t len);
 void ferroce_usleep(unsigned long min_us, unsigned long max_us);
-void ferroce_cpu_relax(void);
 
 #endif /* FERROCE_HELPERS_H */

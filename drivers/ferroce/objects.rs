@@ -9,7 +9,7 @@
 //! mutable state lives in the device's tables (`state.rs`), reached under
 //! the device lock.
 
-use crate::ffi as b;
+use crate::rdma::bindings as b;
 use crate::net::{self, Notify};
 use crate::quota::{self, Account, Charge, Kind};
 use crate::rdma::{errno, FerroceDevice, FerroceUcontext};
@@ -454,7 +454,8 @@ unsafe fn cq_index(ibcq: *mut b::ib_cq) -> usize {
 /// Out of the table, nothing pins it again, so the wait is short.
 fn wait_unpinned(pins: &core::sync::atomic::AtomicU32) {
     while pins.load(Ordering::Acquire) != 0 {
-        // SAFETY: destroy verbs run in process context.
+        // SAFETY: destroy verbs run in process context (a sleep, not
+        // fsleep's busy-wait for short delays).
         unsafe { b::ferroce_usleep(10, 50) };
     }
 }
@@ -1033,11 +1034,7 @@ pub(crate) unsafe extern "C" fn reg_user_mr(
             let charge = quota::charge(pd_account(ibpd), Kind::Mr)?;
             let offset = (start % PAGE_SIZE as u64) as usize;
             let npages = usize::try_from((offset as u64 + length).div_ceil(PAGE_SIZE as u64)).map_err(|_| EINVAL)?;
-            let umem = b::ferroce_umem_get(dev.ib_ptr(), start, length, access);
-            let e = b::ferroce_ptr_err(umem.cast());
-            if e != 0 {
-                return Err(Error::from_errno(e as i32));
-            }
+            let umem = kernel::error::from_err_ptr(b::ferroce_umem_get(dev.ib_ptr(), start, length, access))?;
             let release = |umem| b::ferroce_ib_umem_release(umem);
             let mut pages = KVVec::new();
             if let Err(e) = (|| -> Result {

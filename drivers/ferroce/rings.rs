@@ -12,7 +12,7 @@
 //! LOC_QP_OP_ERR, the rest flush): the damage stays with the process's own
 //! QP.
 
-use crate::ffi as b;
+use crate::rdma::bindings as b;
 use crate::rdma::{Counter, FerroceDevice};
 use crate::state::{AhEntry, QpEntry, UserRing};
 use crate::transport::qp::{QpState, QpType};
@@ -226,8 +226,7 @@ pub(crate) fn sync(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntry>]
             rq.set_qp_state(state as u32);
         }
         if state == QpState::Err {
-            // SAFETY: a barrier.
-            unsafe { b::ferroce_smp_mb() };
+            kernel::sync::barrier::smp_mb();
         }
     }
     if state == QpState::Err {
@@ -262,7 +261,7 @@ pub(crate) fn waiting_for_more(e: &QpEntry) -> bool {
 
 /// For a lingering QP: where its SQ's producer index lives and the value
 /// that means "nothing new" (the work item watches it without the lock).
-pub(crate) fn linger_watch(e: &QpEntry) -> Option<(*const u32, u32)> {
+pub(crate) fn linger_watch(e: &QpEntry) -> Option<(*mut u32, u32)> {
     e.rings.as_ref().filter(|r| r.linger.is_armed()).map(|r| (r.sq.prod_ptr(), r.sq_taken))
 }
 
@@ -309,9 +308,8 @@ fn ask_doorbell(r: &mut QpRings) -> Idle {
         r.need_db = true;
         r.sq.set_kflags(b::FERROCE_RING_NEED_DB);
     }
-    // SAFETY: a barrier (the flag before the index; the process does the
-    // mirror image).
-    unsafe { b::ferroce_smp_mb() };
+    // The flag before the index; the process does the mirror image.
+    kernel::sync::barrier::smp_mb();
     if r.sq.prod() != r.sq_taken {
         Idle::Recheck
     } else {

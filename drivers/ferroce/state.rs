@@ -9,7 +9,7 @@
 //! Tables are allocated once, when the device is created, so that nothing
 //! allocates while the lock is held (the receive path runs in softirq).
 
-use crate::ffi as b;
+use crate::rdma::bindings as b;
 use crate::transport::engine::{Qp, RecvSlot, SendSlot};
 use crate::transport::memory::{check_region, needed_access, Key, MemError, Memory, Region};
 use crate::transport::verbs::{access, Cqe, FastReg, RecvWqe};
@@ -20,6 +20,7 @@ use crate::transport::table::alloc_slot;
 use crate::transport::wire::{Bth, Psn, Transport};
 use core::sync::atomic::AtomicU32;
 use kernel::prelude::*;
+use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
 
 /// Queue pairs per device (QPN 1 is the GSI QP; user QPNs start at 16).
 /// Each table is twice what one user may hold (`quota::Kind::quota`).
@@ -1122,41 +1123,48 @@ impl UserRing {
 
     /// Where the producer index lives, for a reader that holds no lock
     /// (`net::linger_wait`; the ring outlives the QP's work item).
-    pub(crate) fn prod_ptr(&self) -> *const u32 {
+    pub(crate) fn prod_ptr(&self) -> *mut u32 {
         // SAFETY: the header is inside the live ring (no access here).
-        unsafe { core::ptr::addr_of!((*self.hdr()).prod) }
+        unsafe { core::ptr::addr_of_mut!((*self.hdr()).prod) }
+    }
+
+    /// The `u32` of the ring's header at `offset` (an `offset_of!` of one
+    /// of its fields). The process may write it at any moment: every
+    /// kernel access to it is atomic, through this view.
+    fn word(&self, offset: usize) -> &Atomic<u32> {
+        let p = self.hdr().cast::<u8>().wrapping_add(offset).cast::<u32>();
+        // SAFETY: callers pass the offset of a `u32` field of the header,
+        // which lies inside the live ring (it lives as long as `self`), so
+        // `p` is valid and 4-byte aligned; no kernel access to it is
+        // non-atomic.
+        unsafe { Atomic::from_ptr(p) }
     }
 
     /// The producer index (acquire: slots below it are written).
     pub(crate) fn prod(&self) -> u32 {
-        // SAFETY: the header is inside the live ring.
-        unsafe { b::ferroce_load_acquire_u32(core::ptr::addr_of!((*self.hdr()).prod)) }
+        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, prod)).load(Acquire)
     }
 
     /// The consumer index (acquire: slots below it are done with).
     pub(crate) fn cons(&self) -> u32 {
-        // SAFETY: as in `prod`.
-        unsafe { b::ferroce_load_acquire_u32(core::ptr::addr_of!((*self.hdr()).cons)) }
+        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, cons)).load(Acquire)
     }
 
     pub(crate) fn set_prod(&self, v: u32) {
-        // SAFETY: as in `prod`.
-        unsafe { b::ferroce_store_release_u32(core::ptr::addr_of_mut!((*self.hdr()).prod), v) }
+        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, prod)).store(v, Release)
     }
 
     pub(crate) fn set_cons(&self, v: u32) {
-        // SAFETY: as in `prod`.
-        unsafe { b::ferroce_store_release_u32(core::ptr::addr_of_mut!((*self.hdr()).cons), v) }
+        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, cons)).store(v, Release)
     }
 
+    /// `WRITE_ONCE`: a relaxed store.
     pub(crate) fn set_kflags(&self, v: u32) {
-        // SAFETY: as in `prod`.
-        unsafe { b::ferroce_write_once_u32(core::ptr::addr_of_mut!((*self.hdr()).kflags), v) }
+        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, kflags)).store(v, Relaxed)
     }
 
     pub(crate) fn set_qp_state(&self, v: u32) {
-        // SAFETY: as in `prod`.
-        unsafe { b::ferroce_write_once_u32(core::ptr::addr_of_mut!((*self.hdr()).qp_state), v) }
+        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, qp_state)).store(v, Relaxed)
     }
 
     fn slot(&self, index: u32) -> *mut u8 {

@@ -2,18 +2,22 @@
 
 //! The boundary between ferroce and the kernel's RDMA core: module
 //! registrations, the device structure, device and port queries and link
-//! add/delete. The other modules that face C are `objects.rs` (verbs
-//! objects and the datapath verbs), `net.rs` (sockets and packets) and
-//! `sync.rs` (the lock); `device.rs`, `state.rs` and the transport engine
-//! are safe Rust.
+//! add/delete, with the C declarations ([`bindings`]) and the device lock
+//! ([`sync`]). The other modules that face C are `objects.rs` (verbs
+//! objects and the datapath verbs), `net.rs` (sockets and packets),
+//! `rings.rs` and the page copies of `state.rs`; `device.rs`, `quota.rs`
+//! and the transport engine are safe Rust.
+
+pub(crate) mod bindings;
+pub(crate) mod sync;
 
 use crate::device;
-use crate::ffi as b;
+use self::bindings as b;
 use crate::net;
 use crate::objects;
 use crate::quota::{self, Kind};
 use crate::state::{self, DevState};
-use crate::sync::BhLock;
+use self::sync::BhLock;
 use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 use core::cell::UnsafeCell;
 use core::ffi::{c_char, c_int, c_ulong, c_void, CStr};
@@ -377,8 +381,7 @@ pub(crate) fn errno(r: Result) -> c_int {
 fn device_ops() -> b::ib_device_ops {
     // SAFETY: all-zero is a valid `ib_device_ops`: no callbacks, no sizes.
     let mut ops: b::ib_device_ops = unsafe { core::mem::zeroed() };
-    // SAFETY: returns this module's `struct module`.
-    ops.owner = unsafe { b::ferroce_this_module() };
+    ops.owner = crate::THIS_MODULE.as_ptr().cast();
     ops.driver_id = device::DRIVER_ID;
     ops.uverbs_abi_ver = device::ABI_VERSION;
     ops.set_uverbs_robust_udata(1);
@@ -460,7 +463,11 @@ fn add_device(name: &CStr, ndev: &NetDev) -> Result {
     // one through the core's. The device is not touched after a failure.
     let ret = unsafe {
         let fdev = ibdev.cast::<FerroceDevice>();
-        BhLock::init(core::ptr::addr_of_mut!((*fdev).state), tables);
+        // The lock and its value, initialised in place (the memory never
+        // moves: the core frees it after `dealloc_driver`); a lock with a
+        // lockdep class of its own. Initialising a lock cannot fail.
+        let state = BhLock::new(tables, c"ferroce_device_state", kernel::static_lock_class!());
+        let _ = state.__pinned_init(core::ptr::addr_of_mut!((*fdev).state));
         b::ferroce_skbq_init(core::ptr::addr_of_mut!((*fdev).local_queue));
         b::ferroce_work_init(core::ptr::addr_of_mut!((*fdev).local_work), Some(net::local_work));
         (*fdev).ndev = ndev.0;
@@ -553,7 +560,7 @@ unsafe extern "C" fn dealloc_driver(ibdev: *mut b::ib_device) {
         let fdev = ibdev.cast::<FerroceDevice>();
         b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).local_work));
         b::ferroce_skbq_purge(core::ptr::addr_of_mut!((*fdev).local_queue));
-        BhLock::drop_in_place(core::ptr::addr_of_mut!((*fdev).state));
+        core::ptr::drop_in_place(core::ptr::addr_of_mut!((*fdev).state));
     }
 }
 
