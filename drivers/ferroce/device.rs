@@ -2,7 +2,10 @@
 
 //! A ferroce RDMA device: one `ib_device` bound to one Ethernet netdev, with
 //! one RoCE v2 port. This file holds what the device *is* and *answers*; the
-//! callbacks that reach it from the RDMA core are in `rdma.rs`.
+//! callbacks that reach it from the RDMA core are in `rdma/mod.rs`.
+
+// Safe Rust only: the compiler keeps it that way.
+#![forbid(unsafe_code)]
 
 use crate::rdma::bindings as b;
 use crate::rdma::{DeviceAttrs, NetDev, PortAttrs};

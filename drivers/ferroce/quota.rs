@@ -11,8 +11,10 @@
 //! (device files) it opens. Kernel consumers are not charged.
 //!
 //! An [`Account`] is shared by the contexts of one user on one device; a
-//! [`Charge`] is one object's share of it, given back when dropped. No
-//! `unsafe` here.
+//! [`Charge`] is one object's share of it, given back when dropped.
+
+// Safe Rust only: the compiler keeps it that way.
+#![forbid(unsafe_code)]
 
 use crate::state;
 use core::sync::atomic::{AtomicU32, Ordering};
