@@ -2031,9 +2031,19 @@ static void mmap_fuzz(struct th *t)
 	}
 	if ((prot & PROT_WRITE) && flags == MAP_SHARED && !tg->nodestroy && chance(t, 50))
 		fill_random(t, p + rn(t, (uint32_t)len), 1);
+	/*
+	 * Then unmapped: only what is still this thread's. A range that spans
+	 * a hole made here would also unmap whatever another thread mapped
+	 * into the hole meanwhile (a ring it then writes to: SIGSEGV).
+	 */
 	switch (rn(t, 6)) {
-	case 0: /* grow it (VM_DONTEXPAND: refused) */
-		count(S_MMAP, mremap(p, len, len + PAGE, 0) == MAP_FAILED ? errno : 0);
+	case 0: /* grow it (VM_DONTEXPAND: refused; grown, the page is ours) */
+		if (mremap(p, len, len + PAGE, 0) == MAP_FAILED) {
+			count(S_MMAP, errno);
+		} else {
+			count(S_MMAP, 0);
+			len += PAGE;
+		}
 		break;
 	case 1:
 		count(S_MMAP, mprotect(p, len, PROT_READ | PROT_EXEC) ? errno : 0);
@@ -2041,9 +2051,13 @@ static void mmap_fuzz(struct th *t)
 	case 2:
 		count(S_MMAP, madvise(p, len, chance(t, 50) ? MADV_DONTFORK : MADV_DONTNEED) ? errno : 0);
 		break;
-	case 3: /* unmap part of it first */
-		if (len > PAGE)
+	case 3: /* unmap its second page first, then the pages around it */
+		if (len > PAGE) {
 			count(S_MMAP, munmap(p + PAGE, PAGE) ? errno : 0);
+			if (len > 2 * PAGE)
+				count(S_MMAP, munmap(p + 2 * PAGE, len - 2 * PAGE) ? errno : 0);
+			len = PAGE;
+		}
 		break;
 	default:
 		break;
@@ -3098,6 +3112,65 @@ static void backtrace_handler(int sig)
 	backtrace_symbols_fd(b, n, 1);
 }
 
+/*
+ * SIGSEGV, SIGBUS, SIGILL, SIGFPE: the fuzzer itself (or libibverbs, or the
+ * provider under it) touched memory it should not. What the log needs to
+ * tell whose bug it is: the thread's role and phase, the address and
+ * si_code, the mapping that holds the address (/proc/self/maps), the
+ * backtrace; then the default action (the exit status says the signal).
+ */
+static void fatal_handler(int sig, siginfo_t *si, void *uc)
+{
+	char line[256];
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	uintptr_t a = (uintptr_t)si->si_addr;
+	void *b[40];
+	int n, l, fd;
+
+	(void)uc;
+	l = snprintf(line, sizeof(line),
+		     "uverbs_fuzz: signal %d (si_code %d) at address %#lx in thread %ld (%s), phase %s; seed %" PRIu64 "\n",
+		     sig, si->si_code, (unsigned long)a, (long)tid, role_of(tid), phase_now, seed);
+	if (write(1, line, (size_t)l) < 0)
+		goto out;
+	fd = open("/proc/self/maps", O_RDONLY);
+	if (fd >= 0) { /* the mapping around the address, if any */
+		static char maps[1 << 16];
+		ssize_t got = read(fd, maps, sizeof(maps) - 1), m;
+		char *p = maps;
+
+		for (m = got; m > 0 && (size_t)m < sizeof(maps) - 1;) {
+			ssize_t r = read(fd, maps + m, sizeof(maps) - 1 - (size_t)m);
+
+			if (r <= 0)
+				break;
+			m += r;
+			got = m;
+		}
+		close(fd);
+		maps[got > 0 ? got : 0] = 0;
+		while (p && *p) {
+			char *e = strchr(p, '\n');
+			unsigned long lo = strtoul(p, NULL, 16), hi = strtoul(strchr(p, '-') ? strchr(p, '-') + 1 : p, NULL, 16);
+
+			if (e)
+				*e = 0;
+			if (a >= lo - 65536 && a < hi + 65536) {
+				l = snprintf(line, sizeof(line), "uverbs_fuzz:   %s %s\n", a >= lo && a < hi ? "in" : "near", p);
+				if (write(1, line, (size_t)l) < 0)
+					break;
+			}
+			p = e ? e + 1 : NULL;
+		}
+	}
+	n = backtrace(b, 40);
+	if (n > 0)
+		backtrace_symbols_fd(b, n, 1);
+out:
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 static void read_line(const char *path, char *buf, size_t len)
 {
 	FILE *f = fopen(path, "r");
@@ -3261,6 +3334,13 @@ int main(int argc, char **argv)
 
 		backtrace(b, 2); /* (loads what backtrace needs, before any signal) */
 		signal(SIGUSR2, backtrace_handler);
+	}
+	{
+		static const int fatal[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE };
+		struct sigaction sa = { .sa_sigaction = fatal_handler, .sa_flags = SA_SIGINFO | SA_RESETHAND };
+
+		for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++)
+			sigaction(fatal[i], &sa, NULL);
 	}
 	set_role("main");
 	if (!getrlimit(RLIMIT_NOFILE, &rl)) {
