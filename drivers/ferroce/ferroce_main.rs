@@ -26,6 +26,7 @@
 use kernel::prelude::*;
 
 mod device;
+mod driver;
 mod net;
 mod objects;
 mod quota;

@@ -12,10 +12,13 @@
 use crate::rdma::bindings as b;
 use crate::net::{self, Notify};
 use crate::quota::{self, Account, Charge, Kind};
-use crate::rdma::{errno, FerroceDevice, FerroceUcontext};
+use crate::driver::Ferroce;
+use crate::rdma::vtable::{ah_data, pd_data, ucontext_data};
+use crate::rdma::wr::AhAttr;
+use crate::rdma::{errno, FerroceDevice};
 use crate::rings::QpRings;
 use crate::state::{
-    take_unused, AhEntry, Returned, Av, CqEntry, PdOwner, FastMr, UserRing, MrEntry, MrKind, QpEntry, Slots, SrqEntry, GSI_QPN, MAX_CQE,
+    take_unused, Returned, CqEntry, FastMr, UserRing, MrEntry, MrKind, QpEntry, Slots, SrqEntry, GSI_QPN, MAX_CQE,
     MAX_FAST_PAGES, MAX_FAST_PAGE_SIZE, MAX_QP_WR, PAGE_SIZE, SRQ_QP_SLOTS,
 };
 use crate::transport::engine::{Qp, QpConfig, RecvSlot, SendSlot};
@@ -26,23 +29,6 @@ use core::ptr::null_mut;
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 use kernel::sync::Arc;
-
-#[repr(C)]
-pub(crate) struct FerrocePd {
-    ib: b::ib_pd,
-    handle: u32,
-    /// Its share of its user's quota (`None`: the kernel's). Written in
-    /// place by `alloc_pd` (see [`set_charge`]), taken by `dealloc_pd`.
-    charge: Option<Charge>,
-}
-
-#[repr(C)]
-pub(crate) struct FerroceAh {
-    ib: b::ib_ah,
-    index: u32,
-    /// As for `FerrocePd::charge` (charged to its PD's user).
-    charge: Option<Charge>,
-}
 
 #[repr(C)]
 pub(crate) struct FerroceCq {
@@ -122,16 +108,12 @@ const _: () = {
 };
 
 const _: () = {
-    assert!(core::mem::offset_of!(FerrocePd, ib) == 0);
-    assert!(core::mem::offset_of!(FerroceAh, ib) == 0);
     assert!(core::mem::offset_of!(FerroceCq, ib) == 0);
     assert!(core::mem::offset_of!(FerroceQp, ib) == 0);
     assert!(core::mem::offset_of!(FerroceSrq, ib) == 0);
     assert!(core::mem::offset_of!(FerroceMr, ib) == 0);
 };
 
-pub(crate) const SIZE_PD: usize = core::mem::size_of::<FerrocePd>();
-pub(crate) const SIZE_AH: usize = core::mem::size_of::<FerroceAh>();
 pub(crate) const SIZE_CQ: usize = core::mem::size_of::<FerroceCq>();
 pub(crate) const SIZE_QP: usize = core::mem::size_of::<FerroceQp>();
 
@@ -205,38 +187,7 @@ unsafe fn respond<T>(udata: *mut b::ib_udata, resp: &T) -> Result {
     Ok(())
 }
 
-// --- PD ------------------------------------------------------------------------
-
-pub(crate) unsafe extern "C" fn alloc_pd(ibpd: *mut b::ib_pd, udata: *mut b::ib_udata) -> c_int {
-    // SAFETY: the core passes a zeroed object of our size with `device` set.
-    errno(unsafe {
-        no_udata(udata).and_then(|()| {
-            let dev = dev_of((*ibpd).device);
-            // A handle is a slot of the device's PD table: unique among
-            // live PDs however many came and went (a wrapping counter
-            // would, after 2^32 allocations, hand a process the handle of
-            // the kernel's PD and with it its DMA region).
-            let uctx = if udata.is_null() { null_mut() } else { b::ferroce_udata_ucontext(udata) };
-            let owner = if uctx.is_null() { PdOwner::Kernel } else { PdOwner::User };
-            // Given back (dropped) if the table is full.
-            let charge = quota::charge(FerroceUcontext::account_of(uctx), Kind::Pd)?;
-            let h = dev.state.lock().alloc_pd(owner).ok_or(ENOMEM)?;
-            (*ibpd.cast::<FerrocePd>()).handle = h;
-            set_charge(core::ptr::addr_of_mut!((*ibpd.cast::<FerrocePd>()).charge), charge);
-            Ok(())
-        })
-    })
-}
-
-pub(crate) unsafe extern "C" fn dealloc_pd(ibpd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> c_int {
-    // SAFETY: a PD from `alloc_pd`; the core deallocates a PD only after
-    // every object in it is gone, so nothing names the handle any more.
-    unsafe {
-        dev_of((*ibpd).device).state.lock().free_pd(pd_handle(ibpd));
-        drop(take_charge(core::ptr::addr_of_mut!((*ibpd.cast::<FerrocePd>()).charge)));
-    }
-    0
-}
+// --- PD and AH (driver/pd.rs, driver/ah.rs) ------------------------------------
 
 /// The PD handle the engine and MRs use.
 ///
@@ -244,7 +195,7 @@ pub(crate) unsafe extern "C" fn dealloc_pd(ibpd: *mut b::ib_pd, _udata: *mut b::
 /// `ibpd` must be a live ferroce PD.
 unsafe fn pd_handle(ibpd: *mut b::ib_pd) -> u32 {
     // SAFETY: guaranteed by the caller.
-    unsafe { (*ibpd.cast::<FerrocePd>()).handle }
+    unsafe { pd_data::<Ferroce>(ibpd) }.handle
 }
 
 /// The account a PD's objects are charged to (`None`: a kernel PD).
@@ -252,8 +203,8 @@ unsafe fn pd_handle(ibpd: *mut b::ib_pd) -> u32 {
 /// # Safety
 /// `ibpd` must be a live ferroce PD.
 unsafe fn pd_account<'a>(ibpd: *mut b::ib_pd) -> Option<&'a Arc<Account>> {
-    // SAFETY: guaranteed by the caller; `alloc_pd` wrote the charge.
-    unsafe { (*ibpd.cast::<FerrocePd>()).charge.as_ref().map(Charge::account) }
+    // SAFETY: guaranteed by the caller.
+    unsafe { pd_data::<Ferroce>(ibpd) }.account()
 }
 
 /// Writes a new object's charge in place, as the last step of its
@@ -278,123 +229,6 @@ unsafe fn take_charge(slot: *mut Option<Charge>) -> Option<Charge> {
     unsafe { slot.replace(None) }
 }
 
-// --- AH ------------------------------------------------------------------------
-
-fn is_v4_mapped(gid: &[u8; 16]) -> bool {
-    gid[..10].iter().all(|&x| x == 0) && gid[10] == 0xff && gid[11] == 0xff
-}
-
-/// A RoCE v2 address vector from a verbs address (`rdma_ah_attr`).
-///
-/// # Safety
-/// `attr` must be a valid attribute structure whose `sgid_attr`, if set,
-/// is a live GID table entry.
-pub(crate) unsafe fn av_from_attr(attr: &b::rdma_ah_attr) -> Result<Av> {
-    if attr.type_ != b::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE || attr.port_num != 1 {
-        return Err(EINVAL);
-    }
-    if u32::from(attr.ah_flags) & b::ib_ah_flags_IB_AH_GRH == 0 {
-        return Err(EINVAL);
-    }
-    let grh = &attr.grh;
-    if grh.sgid_attr.is_null() {
-        return Err(EINVAL);
-    }
-    // SAFETY: checked non-null; the core holds the GID entry for the call.
-    let sattr = unsafe { &*grh.sgid_attr };
-    if sattr.gid_type != b::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP {
-        // RoCE v1 (raw Ethernet) is not spoken.
-        return Err(EINVAL);
-    }
-    // SAFETY: `ib_gid` is a union of byte arrays and integers of 16 bytes.
-    let (sgid, dgid) = unsafe { (sattr.gid.raw, grh.dgid.raw) };
-    let v4 = is_v4_mapped(&sgid);
-    if v4 != is_v4_mapped(&dgid) {
-        return Err(EINVAL);
-    }
-    let mut av = Av {
-        ipv6: !v4,
-        sip: [0; 16],
-        dip: [0; 16],
-        tclass: grh.traffic_class,
-        hop_limit: if grh.hop_limit == 0 { 64 } else { grh.hop_limit },
-        flow_label: grh.flow_label & 0xf_ffff,
-        // SAFETY: a live GID entry.
-        ifindex: unsafe { b::ferroce_gid_attr_ifindex(sattr) },
-        // SAFETY: as above.
-        net: unsafe { b::ferroce_gid_attr_net(sattr) },
-    };
-    if v4 {
-        for i in 0..4 {
-            av.sip[i] = sgid[12 + i];
-            av.dip[i] = dgid[12 + i];
-        }
-    } else {
-        av.sip = sgid;
-        av.dip = dgid;
-    }
-    Ok(av)
-}
-
-pub(crate) unsafe extern "C" fn create_ah(
-    ibah: *mut b::ib_ah,
-    init: *mut b::rdma_ah_init_attr,
-    udata: *mut b::ib_udata,
-) -> c_int {
-    // SAFETY: the core passes a zeroed AH of our size (device and pd set)
-    // and a valid init attribute whose ah_attr is valid for the call.
-    // Nothing here sleeps for a kernel caller (it may be in atomic
-    // context); a process's call answers the AH's handle.
-    errno(unsafe {
-        let dev = dev_of((*ibah).device);
-        let pd = pd_handle((*ibah).pd);
-        // A process's AH is charged to the user of its PD.
-        let account = pd_account((*ibah).pd);
-        av_from_attr(&*(*init).ah_attr).and_then(|av| {
-            // Given back (dropped) if anything below fails.
-            let charge = quota::charge(account, Kind::Ah)?;
-            let made = (|| {
-                let idx = {
-                    let mut st = dev.state.lock();
-                    let idx = st.alloc_ah(account.is_some()).ok_or(ENOMEM)?;
-                    if let Some(slot) = st.ahs.get_mut(idx) {
-                        *slot = Some(AhEntry { av, pd });
-                    }
-                    idx
-                };
-                (*ibah.cast::<FerroceAh>()).index = idx as u32;
-                if !udata.is_null() {
-                    let resp = b::ferroce_create_ah_resp { ah_handle: idx as u32, reserved: 0 };
-                    if let Err(e) = respond(udata, &resp) {
-                        if let Some(slot) = dev.state.lock().ahs.get_mut(idx) {
-                            *slot = None;
-                        }
-                        return Err(e);
-                    }
-                }
-                Ok(())
-            })();
-            if made.is_ok() {
-                set_charge(core::ptr::addr_of_mut!((*ibah.cast::<FerroceAh>()).charge), charge);
-            }
-            made
-        })
-    })
-}
-
-pub(crate) unsafe extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> c_int {
-    // SAFETY: an AH from `create_ah`.
-    unsafe {
-        let dev = dev_of((*ibah).device);
-        let idx = (*ibah.cast::<FerroceAh>()).index as usize;
-        if let Some(slot) = dev.state.lock().ahs.get_mut(idx) {
-            *slot = None;
-        }
-        drop(take_charge(core::ptr::addr_of_mut!((*ibah.cast::<FerroceAh>()).charge)));
-    }
-    0
-}
-
 // --- CQ ------------------------------------------------------------------------
 
 pub(crate) unsafe extern "C" fn create_cq(
@@ -417,7 +251,7 @@ pub(crate) unsafe extern "C" fn create_cq(
             let udata = b::ferroce_attrs_udata(attrs);
             let uctx = user_call(udata)?;
             // Given back (dropped) if anything below fails.
-            let charge = quota::charge(uctx.and_then(|u| FerroceUcontext::account_of(u)), Kind::Cq)?;
+            let charge = quota::charge(uctx.map(|u| &ucontext_data::<Ferroce>(u).account), Kind::Cq)?;
             let (entry, cqe) = match uctx {
                 None => (CqEntry::new(ibcq, a.cqe as usize)?, a.cqe),
                 Some(uctx) => {
@@ -677,7 +511,7 @@ pub(crate) unsafe extern "C" fn create_qp(
             }
             let pd = pd_handle((*ibqp).pd);
             // Given back (dropped) if anything below fails.
-            let charge = quota::charge(uctx.and_then(|u| FerroceUcontext::account_of(u)), Kind::Qp)?;
+            let charge = quota::charge(uctx.map(|u| &ucontext_data::<Ferroce>(u).account), Kind::Qp)?;
             let mtu = port_mtu(dev);
             // A process's QP gets its rings (power-of-two sizes: the
             // granted caps are what the rings hold) and learns where they
@@ -859,7 +693,7 @@ pub(crate) unsafe extern "C" fn modify_qp(
                 // The path MTU cannot exceed what the port carries.
                 return Err(EINVAL);
             }
-            let path = if m & mask::AV != 0 { Some(av_from_attr(&(*attr).ah_attr)?) } else { None };
+            let path = if m & mask::AV != 0 { Some(AhAttr::from_raw(&(*attr).ah_attr).roce_av()?) } else { None };
             // A reset may give an SRQ's WQE back (`QpEntry::give_back`),
             // using up the QP's node: the next one, before the lock.
             let reset = m & mask::STATE != 0 && a.qp_state == QpState::Reset;
@@ -1377,7 +1211,7 @@ unsafe fn send_wqe(wr: *const b::ib_send_wr, e: &QpEntry, inline: Option<&Inline
             return Err(EINVAL);
         }
         // SAFETY: the core holds the AH for the call.
-        wqe.ah = unsafe { (*ud.ah.cast::<FerroceAh>()).index };
+        wqe.ah = unsafe { ah_data::<Ferroce>(ud.ah) }.index;
         wqe.remote_qpn = ud.remote_qpn;
         wqe.remote_qkey = ud.remote_qkey;
         // A UD message is one packet: longer than the path MTU is refused
@@ -1521,7 +1355,7 @@ pub(crate) unsafe extern "C" fn create_srq(
             }
             let dev = dev_of((*ibsrq).device);
             // Given back (dropped) if anything below fails.
-            let charge = quota::charge(uctx.and_then(|u| FerroceUcontext::account_of(u)), Kind::Srq)?;
+            let charge = quota::charge(uctx.map(|u| &ucontext_data::<Ferroce>(u).account), Kind::Srq)?;
             let entry = match uctx {
                 None => SrqEntry::new(ibsrq, a.max_wr as usize, a.max_sge, a.srq_limit)?,
                 Some(uctx) => {

@@ -9,13 +9,17 @@
 //! and the transport engine are safe Rust.
 
 pub(crate) mod bindings;
+pub(crate) mod object;
 pub(crate) mod sync;
+pub(crate) mod udata;
+pub(crate) mod vtable;
+pub(crate) mod wr;
 
 use crate::device;
 use self::bindings as b;
 use crate::net;
 use crate::objects;
-use crate::quota::{self, Kind};
+use crate::quota::Kind;
 use crate::state::{self, DevState};
 use self::sync::BhLock;
 use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
@@ -23,7 +27,6 @@ use core::cell::UnsafeCell;
 use core::ffi::{c_char, c_int, c_ulong, c_void, CStr};
 use kernel::error::{to_result, Error};
 use kernel::prelude::*;
-use kernel::sync::Arc;
 
 /// A C structure that the kernel links into one of its lists (the RDMA link
 /// types, the netdev notifier chain) for as long as the module is loaded.
@@ -390,20 +393,16 @@ fn device_ops() -> b::ib_device_ops {
     ops.query_pkey = Some(query_pkey);
     ops.get_port_immutable = Some(get_port_immutable);
     ops.get_link_layer = Some(get_link_layer);
-    ops.alloc_ucontext = Some(alloc_ucontext);
     // Rings a process maps (ferroce-abi.h): the memory belongs to the mmap
     // entry and is freed with its last reference.
     ops.mmap = Some(b::ferroce_mmap);
     ops.mmap_free = Some(b::ferroce_mmap_free);
-    ops.dealloc_ucontext = Some(dealloc_ucontext);
     ops.dealloc_driver = Some(dealloc_driver);
     ops.alloc_hw_port_stats = Some(alloc_hw_port_stats);
     ops.get_hw_stats = Some(get_hw_stats);
-    ops.alloc_pd = Some(objects::alloc_pd);
-    ops.dealloc_pd = Some(objects::dealloc_pd);
-    ops.create_ah = Some(objects::create_ah);
-    ops.create_user_ah = Some(objects::create_ah);
-    ops.destroy_ah = Some(objects::destroy_ah);
+    // The verbs behind the Driver trait (user context, PD, AH); the others are still
+    // objects.rs's callbacks.
+    vtable::Adapter::<crate::driver::Ferroce>::fill(&mut ops);
     ops.create_cq = Some(objects::create_cq);
     ops.destroy_cq = Some(objects::destroy_cq);
     ops.resize_user_cq = Some(objects::resize_cq);
@@ -426,9 +425,6 @@ fn device_ops() -> b::ib_device_ops {
     ops.destroy_srq = Some(objects::destroy_srq);
     ops.post_srq_recv = Some(objects::post_srq_recv);
     ops.size_ib_srq = objects::SIZE_SRQ;
-    ops.size_ib_ucontext = core::mem::size_of::<FerroceUcontext>();
-    ops.size_ib_pd = objects::SIZE_PD;
-    ops.size_ib_ah = objects::SIZE_AH;
     ops.size_ib_cq = objects::SIZE_CQ;
     ops.size_ib_qp = objects::SIZE_QP;
     ops
@@ -735,79 +731,4 @@ unsafe extern "C" fn get_port_immutable(
 
 unsafe extern "C" fn get_link_layer(_ibdev: *mut b::ib_device, _port: u32) -> b::rdma_link_layer {
     b::rdma_link_layer_IB_LINK_LAYER_ETHERNET
-}
-
-/// A user context (one per opened device file).
-///
-/// # Invariants
-/// `account` is written by `alloc_ucontext` before the core uses the
-/// context for anything else (the core hands us zeroed memory, which is
-/// not read as an `Option<Arc>`), and taken by `dealloc_ucontext`.
-#[repr(C)]
-pub(crate) struct FerroceUcontext {
-    ib: b::ib_ucontext,
-    /// The user the context's objects are charged to (`quota`): one user
-    /// cannot take a whole table from the others, however many device
-    /// files it opens.
-    pub(crate) account: Option<Arc<quota::Account>>,
-}
-
-impl FerroceUcontext {
-    /// # Safety
-    /// `uctx` must be a live ferroce user context.
-    pub(crate) unsafe fn from_ib<'a>(uctx: *mut b::ib_ucontext) -> &'a Self {
-        // SAFETY: guaranteed by the caller; ib_ucontext is at offset 0.
-        unsafe { &*uctx.cast::<Self>() }
-    }
-
-    /// The account of a process's call (`None` for a kernel consumer).
-    ///
-    /// # Safety
-    /// `uctx` must be null or a live ferroce user context.
-    pub(crate) unsafe fn account_of<'a>(uctx: *mut b::ib_ucontext) -> Option<&'a Arc<quota::Account>> {
-        if uctx.is_null() {
-            return None;
-        }
-        // SAFETY: guaranteed by the caller.
-        unsafe { Self::from_ib(uctx) }.account.as_ref()
-    }
-}
-
-const _: () = assert!(core::mem::offset_of!(FerroceUcontext, ib) == 0);
-
-unsafe extern "C" fn alloc_ucontext(uctx: *mut b::ib_ucontext, udata: *mut b::ib_udata) -> c_int {
-    let resp = b::ferroce_alloc_ucontext_resp {
-        abi_version: device::ABI_VERSION,
-        reserved: 0,
-    };
-    // SAFETY: the core passes a zeroed context of our size (device set)
-    // and its udata (or null) for the call; we copy at most the bytes
-    // userspace made room for. `account` is written in place (zeroed
-    // memory is not a valid `Option<Arc>` to drop).
-    errno(unsafe {
-        (|| {
-            let len = b::ferroce_udata_outlen(udata).min(core::mem::size_of_val(&resp));
-            if len > 0 {
-                to_result(b::ferroce_copy_to_udata(udata, &resp as *const _ as *const c_void, len))?;
-            }
-            let fresh = quota::Accounts::prepare()?;
-            let dev = FerroceDevice::from_ib((*uctx).device);
-            let acct = dev.state.lock().accounts.open(fresh)?;
-            // INVARIANT: written before the context is used.
-            core::ptr::addr_of_mut!((*uctx.cast::<FerroceUcontext>()).account).write(Some(acct));
-            Ok(())
-        })()
-    })
-}
-
-unsafe extern "C" fn dealloc_ucontext(uctx: *mut b::ib_ucontext) {
-    // SAFETY: a context `alloc_ucontext` succeeded for (the core calls us
-    // for no other), after every object in it was destroyed.
-    unsafe {
-        let acct = core::ptr::addr_of_mut!((*uctx.cast::<FerroceUcontext>()).account).replace(None);
-        if let Some(a) = &acct {
-            FerroceDevice::from_ib((*uctx).device).state.lock().accounts.close(a);
-        }
-        drop(acct);
-    }
 }

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Address handles: an entry of the device's AH table (the address vector
+//! and the PD), named by its index in UD work requests.
+
+use super::Ferroce;
+use crate::quota::{self, Charge, Kind};
+use crate::rdma::object::Pd;
+use crate::rdma::udata::{CreateAhResp, Udata};
+use crate::rdma::wr::AhAttr;
+use crate::rdma::FerroceDevice;
+use crate::state::AhEntry;
+use kernel::prelude::*;
+
+/// An AH's data.
+pub(crate) struct AhData {
+    /// Its index in the device's AH table.
+    pub(crate) index: u32,
+    /// Its share of its PD's user's quota (`None`: the kernel's), given
+    /// back when the AH's data is dropped.
+    _charge: Option<Charge>,
+}
+
+/// Makes an AH. Nothing here sleeps: a kernel consumer may call it in
+/// atomic context. A process's call is answered with the AH's index.
+pub(super) fn create(pd: &Pd<'_, Ferroce>, attr: &AhAttr<'_>, udata: &mut Udata<'_, Ferroce>) -> Result<AhData> {
+    let dev = pd.device();
+    let av = attr.roce_av()?;
+    // A process's AH is charged to the user of its PD; given back
+    // (dropped) if anything below fails.
+    let account = pd.data().account();
+    let charge = quota::charge(account, Kind::Ah)?;
+    let index = {
+        let mut st = dev.state.lock();
+        let idx = st.alloc_ah(account.is_some()).ok_or(ENOMEM)?;
+        if let Some(slot) = st.ahs.get_mut(idx) {
+            *slot = Some(AhEntry { av, pd: pd.data().handle });
+        }
+        idx
+    };
+    if let Err(e) = udata.respond(&CreateAhResp { ah_handle: index as u32, reserved: 0 }) {
+        clear(dev, index);
+        return Err(e);
+    }
+    Ok(AhData { index: index as u32, _charge: charge })
+}
+
+pub(super) fn destroy(dev: &FerroceDevice, ah: AhData) {
+    clear(dev, ah.index as usize);
+}
+
+fn clear(dev: &FerroceDevice, index: usize) {
+    if let Some(slot) = dev.state.lock().ahs.get_mut(index) {
+        *slot = None;
+    }
+}

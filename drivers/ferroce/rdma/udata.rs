@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The driver-specific part of a verbs call (`ib_udata`): null for a
+//! kernel consumer; for a process, what its provider sent after the core's
+//! command and the room it left for the driver's answer.
+
+use super::bindings as b;
+use super::object::Object;
+use super::vtable::Driver;
+use core::marker::PhantomData;
+use kernel::prelude::*;
+
+/// ferroce's answer to a process's new context (its ABI version).
+pub(crate) use super::bindings::ferroce_alloc_ucontext_resp as AllocUcontextResp;
+
+/// ferroce's answer to a process's create AH (its table index, which the
+/// provider names in its UD work requests).
+pub(crate) use super::bindings::ferroce_create_ah_resp as CreateAhResp;
+
+/// A driver answer that may be copied to a process as bytes.
+///
+/// # Safety
+/// The type is a `#[repr(C)]` uapi structure of integers with no padding
+/// (each of its bytes is initialised).
+pub(crate) unsafe trait Response: Sized {}
+
+// SAFETY: two `__u32`, no padding (the uapi header's layout, checked by
+// bindgen's layout tests).
+unsafe impl Response for CreateAhResp {}
+// SAFETY: as above.
+unsafe impl Response for AllocUcontextResp {}
+
+/// The driver data of one verbs call of driver `T`.
+///
+/// # Invariants
+/// `raw` is null or the call's udata, valid for `'a`; if `context_ready`,
+/// the udata's user context (if any) is one of `T` whose `alloc_ucontext`
+/// succeeded, alive for `'a`.
+pub(crate) struct Udata<'a, T: Driver> {
+    raw: *mut b::ib_udata,
+    context_ready: bool,
+    _p: PhantomData<(&'a mut b::ib_udata, &'a T::Ucontext)>,
+}
+
+impl<'a, T: Driver> Udata<'a, T> {
+    /// # Safety
+    /// `raw` is null (a kernel consumer's call) or the core's udata of the
+    /// call in progress, valid for `'a`, whose user context (if any) is a
+    /// live one of `T` (every verb but `alloc_ucontext`).
+    pub(crate) unsafe fn from_raw(raw: *mut b::ib_udata) -> Self {
+        // INVARIANT: guaranteed by the caller.
+        Self { raw, context_ready: true, _p: PhantomData }
+    }
+
+    /// The udata of `alloc_ucontext`: its context is the one being made,
+    /// not to be read ([`Self::context`] answers `None`).
+    ///
+    /// # Safety
+    /// `raw` is the core's udata of the call in progress, valid for `'a`.
+    pub(crate) unsafe fn for_new_context(raw: *mut b::ib_udata) -> Self {
+        // INVARIANT: `context_ready` is false.
+        Self { raw, context_ready: false, _p: PhantomData }
+    }
+
+    /// Whether a process made the call (a kernel consumer passes none).
+    pub(crate) fn is_user(&self) -> bool {
+        !self.raw.is_null()
+    }
+
+    /// Refuses driver input and output: for verbs whose ferroce command
+    /// carries none, so that a provider of another ABI is told `EINVAL`.
+    pub(crate) fn refuse_driver_data(&self) -> Result {
+        // SAFETY: null or the call's udata (the constructor); the helpers
+        // answer 0 for null.
+        if unsafe { b::ferroce_udata_inlen(self.raw) != 0 || b::ferroce_udata_outlen(self.raw) != 0 } {
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
+
+    /// The driver's data of the calling process's context (`None` for a
+    /// kernel consumer, and in `alloc_ucontext`).
+    pub(crate) fn context(&self) -> Option<&'a T::Ucontext> {
+        if self.raw.is_null() || !self.context_ready {
+            return None;
+        }
+        // SAFETY: the call's udata (the type invariant).
+        let uctx = unsafe { b::ferroce_udata_ucontext(self.raw) };
+        if uctx.is_null() {
+            return None;
+        }
+        // SAFETY: a live context of `T` (the type invariant).
+        Some(unsafe { Object::<b::ib_ucontext, T::Ucontext>::data(uctx) })
+    }
+
+    /// Copies an answer to the process: as much of it as the process made
+    /// room for (an older provider may ask for less). Nothing for a
+    /// kernel consumer.
+    pub(crate) fn respond<R: Response>(&mut self, resp: &R) -> Result {
+        if self.raw.is_null() {
+            return Ok(());
+        }
+        // SAFETY: the call's udata (the constructor); `R` is plain bytes
+        // (its `Response` contract) and `len` is at most its size.
+        unsafe {
+            let len = b::ferroce_udata_outlen(self.raw).min(core::mem::size_of::<R>());
+            if len > 0 && b::ferroce_copy_to_udata(self.raw, core::ptr::from_ref(resp).cast(), len) != 0 {
+                return Err(EFAULT);
+            }
+        }
+        Ok(())
+    }
+}
