@@ -332,17 +332,13 @@ const CHAIN_BUDGET: usize = 64;
 
 /// QPs waiting for their turn in `kick` (FIFO, bounded; a QP that does not
 /// fit is handed to its work item).
+#[derive(Default)]
 struct Chain {
     qpns: [u32; 16],
     head: usize,
     len: usize,
 }
 
-impl Default for Chain {
-    fn default() -> Self {
-        Self { qpns: [0; 16], head: 0, len: 0 }
-    }
-}
 
 impl Chain {
     fn pop(&mut self) -> Option<u32> {
@@ -1127,6 +1123,7 @@ impl Drop for RxAfter {
 /// has the same IP addresses, whichever process owns it, so there the
 /// address check cannot tell tenants apart; the sender's QPN can: it must
 /// be the receiver's dest_qp_num, and the receiver's peer must be it.
+#[allow(clippy::too_many_arguments)] // the receive context of one packet, passed down once
 fn rx_locked(
     dev: &FerroceDevice,
     st: &mut DevState,

@@ -180,7 +180,7 @@ unsafe fn respond<T>(udata: *mut b::ib_udata, resp: &T) -> Result {
     // SAFETY: guaranteed by the caller; `resp` is a plain C structure.
     unsafe {
         let len = b::ferroce_udata_outlen(udata).min(core::mem::size_of::<T>());
-        if len > 0 && b::ferroce_copy_to_udata(udata, (resp as *const T).cast(), len) != 0 {
+        if len > 0 && b::ferroce_copy_to_udata(udata, core::ptr::from_ref(resp).cast(), len) != 0 {
             return Err(EFAULT);
         }
     }

@@ -884,7 +884,7 @@ fn copy_pages(pages: &[*mut b::page], first: usize, off: u64, buf: *mut u8, len:
             if to_region {
                 b::ferroce_copy_to_page(page, in_page as u32, buf.add(done) as *const _, n as u32);
             } else {
-                b::ferroce_copy_from_page(buf.add(done) as *mut _, page, in_page as u32, n as u32);
+                b::ferroce_copy_from_page(buf.add(done).cast(), page, in_page as u32, n as u32);
             }
         }
         pos += n;
@@ -919,9 +919,9 @@ impl Memory for Mem<'_> {
                 Ok(())
             }
             MrKind::User { pages, offset } => {
-                copy_pages(pages, *offset, va - mr.iova, src.as_ptr() as *mut u8, src.len(), true)
+                copy_pages(pages, *offset, va - mr.iova, src.as_ptr().cast_mut(), src.len(), true)
             }
-            MrKind::Fast(f) => f.copy(va - mr.iova, src.as_ptr() as *mut u8, src.len(), true),
+            MrKind::Fast(f) => f.copy(va - mr.iova, src.as_ptr().cast_mut(), src.len(), true),
         }
     }
 
@@ -1025,7 +1025,7 @@ impl Mem<'_> {
         on_page: impl FnOnce(*mut b::page, u32) -> u64,
         on_va: impl FnOnce(*mut u64) -> u64,
     ) -> core::result::Result<u64, MemError> {
-        if va % 8 != 0 {
+        if !va.is_multiple_of(8) {
             return Err(MemError::Misaligned);
         }
         let mr = self.lookup_need(pd, Key::Remote(rkey), va, 8, true, true)?;
@@ -1191,7 +1191,7 @@ impl UserRing {
     pub(crate) fn write<T: Copy>(&self, index: u32, v: &T) {
         let n = core::mem::size_of::<T>().min(self.stride);
         // SAFETY: `n` bytes into the slot, inside the ring.
-        unsafe { core::ptr::copy_nonoverlapping((v as *const T).cast::<u8>(), self.slot(index), n) }
+        unsafe { core::ptr::copy_nonoverlapping(core::ptr::from_ref(v).cast::<u8>(), self.slot(index), n) }
     }
 }
 

@@ -153,7 +153,7 @@ impl NetDev {
         // for and `guid` for the 8 written.
         unsafe {
             b::ferroce_netdev_hwaddr(self.0, mac.as_mut_ptr(), mac.len() as u32);
-            b::ferroce_eui48_to_guid(&mut guid as *mut u64 as *mut _, mac.as_ptr());
+            b::ferroce_eui48_to_guid(core::ptr::from_mut(&mut guid).cast(), mac.as_ptr());
         }
         guid
     }
@@ -473,7 +473,7 @@ fn add_device(name: &CStr, ndev: &NetDev) -> Result {
             | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ)
             | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SRQ_RECV);
         b::ferroce_mark_name_assigned_by_user(ibdev);
-        (*ibdev).node_type = b::RDMA_NODE_IB_CA as _;
+        (*ibdev).node_type = b::RDMA_NODE_IB_CA as u8;
         (*ibdev).phys_port_cnt = 1;
         (*ibdev).num_comp_vectors = 1;
         (*ibdev).local_dma_lkey = 0;
@@ -531,7 +531,7 @@ unsafe extern "C" fn netdev_event(
     event: c_ulong,
     ptr: *mut c_void,
 ) -> c_int {
-    if event != b::netdev_cmd_NETDEV_UNREGISTER as c_ulong {
+    if event != c_ulong::from(b::netdev_cmd_NETDEV_UNREGISTER) {
         return b::NOTIFY_DONE as c_int;
     }
     // SAFETY: netdev notifier chains pass a `netdev_notifier_info`; the
@@ -566,7 +566,7 @@ unsafe extern "C" fn alloc_hw_port_stats(_ibdev: *mut b::ib_device, _port: u32) 
         b::rdma_alloc_hw_stats_struct(
             COUNTER_DESCS.get().cast(),
             NUM_COUNTERS as c_int,
-            b::RDMA_HW_STATS_DEFAULT_LIFESPAN as core::ffi::c_ulong,
+            core::ffi::c_ulong::from(b::RDMA_HW_STATS_DEFAULT_LIFESPAN),
         )
     }
 }
@@ -628,7 +628,7 @@ unsafe extern "C" fn query_device(
         out.max_srq = Kind::Srq.quota() as c_int;
         out.max_srq_wr = state::MAX_QP_WR as c_int;
         out.max_srq_sge = crate::transport::verbs::MAX_SGE as c_int;
-        let rd = crate::transport::qp::MAX_RD_ATOMIC as c_int;
+        let rd = c_int::from(crate::transport::qp::MAX_RD_ATOMIC);
         out.max_qp_rd_atom = rd;
         out.max_qp_init_rd_atom = rd;
         out.max_res_rd_atom = rd * out.max_qp;
@@ -637,10 +637,10 @@ unsafe extern "C" fn query_device(
         out.atomic_cap = b::ib_atomic_cap_IB_ATOMIC_HCA;
         // Fast registration (alloc_mr, map_mr_sg, IB_WR_REG_MR,
         // IB_WR_LOCAL_INV) and SEND with Invalidate, for kernel ULPs.
-        out.device_cap_flags |= b::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
+        out.device_cap_flags |= b::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS;
         out.max_fast_reg_page_list_len = state::MAX_FAST_PAGES;
         if a.allow_user_unregister {
-            out.kernel_cap_flags |= b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+            out.kernel_cap_flags |= u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
         }
     }
     0
@@ -677,7 +677,7 @@ unsafe extern "C" fn query_port(
         out.max_mtu = b::ib_mtu_IB_MTU_4096;
         out.active_mtu = p.active_mtu;
         out.gid_tbl_len = p.gid_tbl_len;
-        out.port_cap_flags = b::ib_port_capability_mask_bits_IB_PORT_CM_SUP as u32;
+        out.port_cap_flags = b::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
         out.max_msg_sz = p.max_msg_sz;
         out.pkey_tbl_len = p.pkey_tbl_len;
         out.max_vl_num = 1;
@@ -722,9 +722,9 @@ unsafe extern "C" fn get_port_immutable(
     unsafe {
         let out = &mut *imm;
         out.core_cap_flags = b::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
-        out.pkey_tbl_len = p.pkey_tbl_len as _;
+        out.pkey_tbl_len = p.pkey_tbl_len.into();
         out.gid_tbl_len = p.gid_tbl_len;
-        out.max_mad_size = b::IB_MGMT_MAD_SIZE as u32;
+        out.max_mad_size = b::IB_MGMT_MAD_SIZE;
     }
     0
 }
