@@ -14,6 +14,7 @@ use crate::net::{self, Notify};
 use crate::quota::{self, Account, Charge, Kind};
 use crate::driver::Ferroce;
 use crate::rdma::vtable::{ah_data, pd_data, ucontext_data};
+use crate::rdma::udata::Udata;
 use crate::rdma::wr::AhAttr;
 use crate::rdma::{errno, FerroceDevice};
 use crate::rings::QpRings;
@@ -136,18 +137,6 @@ unsafe fn dev_of<'a>(ibdev: *mut b::ib_device) -> &'a FerroceDevice {
     unsafe { FerroceDevice::from_ib(ibdev) }
 }
 
-/// Refuses driver-specific input and output: ferroce's verbs carry none.
-///
-/// # Safety
-/// `udata` is null or the core's udata for the call.
-unsafe fn no_udata(udata: *mut b::ib_udata) -> Result {
-    // SAFETY: guaranteed by the caller.
-    if unsafe { b::ferroce_udata_inlen(udata) != 0 || b::ferroce_udata_outlen(udata) != 0 } {
-        return Err(EINVAL);
-    }
-    Ok(())
-}
-
 /// A process's verbs call: refuses driver input (ferroce's commands carry
 /// none) and answers the user context that rings are made in; None for a
 /// kernel caller.
@@ -169,22 +158,6 @@ unsafe fn user_call(udata: *mut b::ib_udata) -> Result<Option<*mut b::ib_ucontex
         }
         Ok(Some(uctx))
     }
-}
-
-/// Copies a driver response to the process (as much as it has room for:
-/// an older provider may ask for less).
-///
-/// # Safety
-/// `udata` is the core's udata of a process's call.
-unsafe fn respond<T>(udata: *mut b::ib_udata, resp: &T) -> Result {
-    // SAFETY: guaranteed by the caller; `resp` is a plain C structure.
-    unsafe {
-        let len = b::ferroce_udata_outlen(udata).min(core::mem::size_of::<T>());
-        if len > 0 && b::ferroce_copy_to_udata(udata, core::ptr::from_ref(resp).cast(), len) != 0 {
-            return Err(EFAULT);
-        }
-    }
-    Ok(())
 }
 
 // --- PD and AH (driver/pd.rs, driver/ah.rs) ------------------------------------
@@ -257,7 +230,7 @@ pub(crate) unsafe extern "C" fn create_cq(
                 Some(uctx) => {
                     let ring = UserRing::new(uctx, a.cqe, b::FERROCE_CQE_SIZE as usize)?;
                     let resp = b::ferroce_create_cq_resp { cq: ring.map() };
-                    respond(udata, &resp)?;
+                    Udata::<Ferroce>::from_raw(udata).respond(&resp)?;
                     let n = ring.entries();
                     (CqEntry::new_user(ibcq, ring)?, n)
                 }
@@ -323,7 +296,7 @@ pub(crate) unsafe extern "C" fn resize_cq(ibcq: *mut b::ib_cq, cqe: u32, udata: 
                 // into it, the old one unmapped by the provider.
                 let ring = UserRing::new(uctx, cqe, b::FERROCE_CQE_SIZE as usize)?;
                 let n = ring.entries();
-                respond(udata, &b::ferroce_resize_cq_resp { cq: ring.map() })?;
+                Udata::<Ferroce>::from_raw(udata).respond(&b::ferroce_resize_cq_resp { cq: ring.map() })?;
                 // Whichever ring is left over is dropped (unmapped, which
                 // may sleep) after the lock.
                 let left = {
@@ -532,7 +505,7 @@ pub(crate) unsafe extern "C" fn create_qp(
                         ud_max_msg,
                         reserved: 0,
                     };
-                    respond(udata, &resp)?;
+                    Udata::<Ferroce>::from_raw(udata).respond(&resp)?;
                     cap.max_send_wr = sq.entries();
                     if let Some(r) = &rq {
                         cap.max_recv_wr = r.entries();
@@ -668,7 +641,7 @@ pub(crate) unsafe extern "C" fn modify_qp(
     // SAFETY: a QP from `create_qp` and a valid attribute structure.
     errno(unsafe {
         (|| {
-            no_udata(udata)?;
+            Udata::<Ferroce>::from_raw(udata).refuse_driver_data()?;
             let dev = dev_of((*ibqp).device);
             let qpn = qpn_of(ibqp);
             let mut m = attr_mask as u32;
@@ -855,7 +828,7 @@ pub(crate) unsafe extern "C" fn reg_user_mr(
     // `dereg_mr` releases it, after removing the region from the table.
     let r = unsafe {
         (|| -> Result<*mut b::ib_mr> {
-            no_udata(udata)?;
+            Udata::<Ferroce>::from_raw(udata).refuse_driver_data()?;
             if !dmah.is_null() {
                 return Err(eopnotsupp());
             }
@@ -1360,7 +1333,7 @@ pub(crate) unsafe extern "C" fn create_srq(
                 None => SrqEntry::new(ibsrq, a.max_wr as usize, a.max_sge, a.srq_limit)?,
                 Some(uctx) => {
                     let ring = UserRing::new(uctx, a.max_wr, b::FERROCE_RQ_WQE_SIZE as usize)?;
-                    respond(udata, &b::ferroce_create_srq_resp { srq: ring.map() })?;
+                    Udata::<Ferroce>::from_raw(udata).respond(&b::ferroce_create_srq_resp { srq: ring.map() })?;
                     a.max_wr = ring.entries();
                     SrqEntry::new_user(ibsrq, ring, a.max_sge, a.srq_limit)?
                 }
@@ -1393,7 +1366,7 @@ pub(crate) unsafe extern "C" fn modify_srq(
     // SAFETY: an SRQ from `create_srq` and a valid attribute structure.
     errno(unsafe {
         (|| {
-            no_udata(udata)?;
+            Udata::<Ferroce>::from_raw(udata).refuse_driver_data()?;
             if mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0 {
                 // Resizing an SRQ is not supported (verbs lets a device refuse).
                 return Err(eopnotsupp());

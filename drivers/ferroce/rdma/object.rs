@@ -7,8 +7,8 @@
 //! driver's create returned it, and takes it back in the destroy callback,
 //! so zeroed memory is never read as driver data.
 //!
-//! Drivers see an object through a borrowed view ([`Pd`], [`Ah`]) that
-//! lives for one callback.
+//! Drivers see an object through a borrowed view ([`Pd`]) that lives for
+//! one callback.
 
 use super::bindings as b;
 use super::vtable::Driver;
@@ -96,27 +96,5 @@ impl<'a, T: Driver> Pd<'a, T> {
     pub(crate) fn device(&self) -> &'a FerroceDevice {
         // SAFETY: a live PD of a ferroce device; the device outlives it.
         unsafe { FerroceDevice::from_ib((*self.core).device) }
-    }
-}
-
-/// A live address handle, for one callback (or a datapath call that
-/// names it: the core keeps an AH alive while a work request uses it).
-pub(crate) struct Ah<'a, T: Driver> {
-    core: *mut b::ib_ah,
-    _p: PhantomData<&'a T::Ah>,
-}
-
-impl<'a, T: Driver> Ah<'a, T> {
-    /// # Safety
-    /// `core` is a ferroce AH whose `create_ah` succeeded and whose
-    /// `destroy_ah` has not begun, alive for `'a`.
-    pub(crate) unsafe fn from_core(core: *mut b::ib_ah) -> Self {
-        Self { core, _p: PhantomData }
-    }
-
-    /// The driver's data of the AH.
-    pub(crate) fn data(&self) -> &'a T::Ah {
-        // SAFETY: a live AH (the type's constructor).
-        unsafe { Object::<b::ib_ah, T::Ah>::data(self.core) }
     }
 }

@@ -29,6 +29,15 @@ pub(crate) unsafe trait Response: Sized {}
 unsafe impl Response for CreateAhResp {}
 // SAFETY: as above.
 unsafe impl Response for AllocUcontextResp {}
+// SAFETY: one or two `ferroce_ring_map`s (a `__u64` and two `__u32`) and,
+// for the QP, two `__u32`: no padding (bindgen's layout tests).
+unsafe impl Response for b::ferroce_create_cq_resp {}
+// SAFETY: as above.
+unsafe impl Response for b::ferroce_resize_cq_resp {}
+// SAFETY: as above.
+unsafe impl Response for b::ferroce_create_qp_resp {}
+// SAFETY: as above.
+unsafe impl Response for b::ferroce_create_srq_resp {}
 
 /// The driver data of one verbs call of driver `T`.
 ///

@@ -10,7 +10,7 @@
 
 use super::bindings as b;
 use super::errno;
-use super::object::{Ah, Object, Pd};
+use super::object::{Object, Pd};
 use super::udata::Udata;
 use super::wr::AhAttr;
 use super::FerroceDevice;
@@ -140,7 +140,7 @@ impl<T: Driver> Adapter<T> {
 /// keeps alive for `'a` (the work request's call).
 pub(crate) unsafe fn ah_data<'a, T: Driver>(ibah: *mut b::ib_ah) -> &'a T::Ah {
     // SAFETY: guaranteed by the caller.
-    unsafe { Ah::<T>::from_core(ibah) }.data()
+    unsafe { Object::<b::ib_ah, T::Ah>::data(ibah) }
 }
 
 /// The driver data of a live user context that another object's callback
@@ -161,5 +161,5 @@ pub(crate) unsafe fn ucontext_data<'a, T: Driver>(uctx: *mut b::ib_ucontext) -> 
 /// `dealloc_pd` has not begun, alive for `'a`.
 pub(crate) unsafe fn pd_data<'a, T: Driver>(ibpd: *mut b::ib_pd) -> &'a T::Pd {
     // SAFETY: guaranteed by the caller.
-    unsafe { Pd::<T>::from_core(ibpd) }.data()
+    unsafe { Object::<b::ib_pd, T::Pd>::data(ibpd) }
 }
