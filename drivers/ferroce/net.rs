@@ -6,6 +6,7 @@
 //! UDP and the ICRC before the engine sees a byte.
 
 use crate::rdma::bindings as b;
+use crate::rdma::object::{Counted, CqRef, SrqRef};
 use crate::rdma::{Counter, FerroceDevice, Registered};
 use crate::state::{Av, CqEntry, CqSlot, DevState, Mem};
 use crate::transport::engine::{NetHeader, RxOutcome};
@@ -14,7 +15,7 @@ use crate::transport::wire::ip::{self, IpHeader, IpUdpRepr, UdpHeader, IPV6_LEN,
 use crate::transport::wire::{icrc, Bth};
 use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_uint};
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic};
 
@@ -130,20 +131,13 @@ pub(crate) fn ensure_sockets(net: *mut b::net) -> Result {
 /// CQs one pass records inline; more go through `CqEntry::event_due`.
 const NOTIFY_CQS: usize = 8;
 
-/// A CQ whose completion handler runs after the lock, and its pin count.
-#[derive(Clone, Copy)]
-struct Pinned {
-    ibcq: *mut b::ib_cq,
-    pins: *const AtomicU32,
-}
-
 /// CQs whose completion handler must run once the device lock is dropped.
-/// Each is pinned (`CqEntry::pins`) while recorded, so that `destroy_cq`
-/// waits until its handler has returned. A pass that reaches more armed
-/// CQs than it records marks the rest `event_due` and collects them under
-/// the lock again in `run`: no event is lost.
+/// Each is held by a counted reference (`CqRef`) while recorded, so that
+/// `destroy_cq` waits until its handler has returned. A pass that reaches
+/// more armed CQs than it records marks the rest `event_due` and collects
+/// them under the lock again in `run`: no event is lost.
 pub(crate) struct Notify {
-    cqs: [Option<Pinned>; NOTIFY_CQS],
+    cqs: [Option<CqRef>; NOTIFY_CQS],
     n: usize,
     overflowed: bool,
 }
@@ -151,7 +145,7 @@ pub(crate) struct Notify {
 impl Notify {
     pub(crate) fn new() -> Self {
         Self {
-            cqs: [None; NOTIFY_CQS],
+            cqs: [const { None }; NOTIFY_CQS],
             n: 0,
             overflowed: false,
         }
@@ -160,13 +154,12 @@ impl Notify {
     /// Records `cq` (armed: the caller disarmed it) for its handler. Called
     /// with the device lock held and the CQ in its table.
     fn add(&mut self, cq: &mut CqEntry) {
-        if self.cqs.iter().take(self.n).flatten().any(|c| c.ibcq == cq.ibcq) {
+        if self.cqs.iter().take(self.n).flatten().any(|c| Counted::same(c, &cq.cq)) {
             return;
         }
         match self.cqs.get_mut(self.n) {
             Some(slot) => {
-                cq.pins.fetch_add(1, Ordering::Relaxed);
-                *slot = Some(Pinned { ibcq: cq.ibcq, pins: &cq.pins });
+                *slot = Some(cq.cq.clone());
                 self.n += 1;
             }
             None => {
@@ -176,20 +169,12 @@ impl Notify {
         }
     }
 
-    /// Runs the recorded handlers (`call`) and releases their pins.
+    /// Runs the recorded handlers (`call`) and drops their references.
     fn fire(&mut self, call: bool) {
         let n = core::mem::take(&mut self.n);
         for c in self.cqs.iter_mut().take(n).filter_map(Option::take) {
-            // SAFETY: the CQ was in its table when pinned under the device
-            // lock; destroy_cq takes it out of the table, then waits for
-            // its pins to drop to 0 before returning (the core frees the
-            // CQ only after that), so both the CQ and its entry's counter
-            // are alive here.
-            unsafe {
-                if call {
-                    b::ferroce_call_comp_handler(c.ibcq);
-                }
-                (*c.pins).fetch_sub(1, Ordering::Release);
+            if call {
+                c.comp_handler();
             }
         }
     }
@@ -222,7 +207,8 @@ impl Notify {
 
 impl Drop for Notify {
     /// A pass that did not run its handlers (it cannot happen on today's
-    /// paths) must still release its pins, or destroy_cq would wait forever.
+    /// paths) drops its references all the same, or destroy_cq would wait
+    /// forever.
     fn drop(&mut self) {
         self.fire(false);
     }
@@ -259,11 +245,10 @@ pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version
             crate::rings::release(e);
             let _ = cq.push(CqSlot {
                 cqe,
-                ibqp: e.ibqp,
+                qp: e.token,
                 ip_version: if recv { ip_version } else { 0 },
             });
-            if cq.armed != 0 {
-                cq.armed = 0;
+            if cq.armed.take().is_some() {
                 notify.add(cq);
             }
         }
@@ -1083,32 +1068,17 @@ struct RxAfter {
     /// The RC QP whose send side should run (`kick`).
     kick: Option<u32>,
     /// An SRQ that fell below its limit (the event fires without the
-    /// lock), pinned (`SrqEntry::pins`) until it has.
-    srq_event: Option<(*mut b::ib_srq, *const AtomicU32)>,
+    /// lock), held by a counted reference until it has.
+    srq_event: Option<SrqRef>,
 }
 
 impl RxAfter {
     /// Fires the SRQ event; the QP to kick.
     fn finish(mut self) -> Option<u32> {
-        if let Some((srq, pins)) = self.srq_event.take() {
-            // SAFETY: the SRQ was in its table when pinned under the lock;
-            // destroy_srq takes it out, then waits for its pins to drop to
-            // 0 before the core frees it, so both are alive here.
-            unsafe {
-                b::ferroce_srq_limit_event(srq);
-                (*pins).fetch_sub(1, Ordering::Release);
-            }
+        if let Some(srq) = self.srq_event.take() {
+            srq.limit_event();
         }
         self.kick
-    }
-}
-
-impl Drop for RxAfter {
-    fn drop(&mut self) {
-        if let Some((_, pins)) = self.srq_event.take() {
-            // SAFETY: as in `finish`: pinned, so still alive.
-            unsafe { (*pins).fetch_sub(1, Ordering::Release) };
-        }
     }
 }
 
@@ -1185,8 +1155,7 @@ fn rx_locked(
                         }
                     }
                     if fire {
-                        srq.pins.fetch_add(1, Ordering::Relaxed);
-                        after.srq_event = Some((srq.ibsrq, &srq.pins));
+                        after.srq_event = Some(srq.srq.clone());
                     }
                 }
             }

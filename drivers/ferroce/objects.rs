@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Verbs objects (PD, AH, CQ, QP, MR) and the datapath verbs (post_send,
-//! post_recv, poll_cq, req_notify_cq): the RDMA core's callbacks, turning
-//! its C structures into the transport engine's work requests and back.
+//! The verbs objects not yet behind the layer's `Driver` trait (QP, MR)
+//! and their datapath verbs (post_send, post_recv): the RDMA core's
+//! callbacks, turning its C structures into the transport engine's work
+//! requests and back.
 //!
 //! Objects other than MRs live in memory the RDMA core allocates with our
 //! sizes (`size_ib_*` in the device ops, core structure first); their
@@ -13,13 +14,15 @@ use crate::rdma::bindings as b;
 use crate::net::{self, Notify};
 use crate::quota::{self, Account, Charge, Kind};
 use crate::driver::Ferroce;
-use crate::rdma::vtable::{ah_data, pd_data, ucontext_data};
+use crate::rdma::vtable::{ah_data, cq_data, pd_data, srq_data, ucontext_data};
+use crate::rdma::mmap::UserRing;
+use crate::rdma::wr::{sge_list, QpToken};
 use crate::rdma::udata::Udata;
 use crate::rdma::wr::AhAttr;
-use crate::rdma::{errno, FerroceDevice};
+use crate::rdma::{eopnotsupp, errno, FerroceDevice};
 use crate::rings::QpRings;
 use crate::state::{
-    take_unused, Returned, CqEntry, FastMr, UserRing, MrEntry, MrKind, QpEntry, Slots, SrqEntry, GSI_QPN, MAX_CQE,
+    Returned, FastMr, MrEntry, MrKind, QpEntry, Slots, GSI_QPN,
     MAX_FAST_PAGES, MAX_FAST_PAGE_SIZE, MAX_QP_WR, PAGE_SIZE, SRQ_QP_SLOTS,
 };
 use crate::transport::engine::{Qp, QpConfig, RecvSlot, SendSlot};
@@ -27,27 +30,8 @@ use crate::transport::qp::{mask, Mtu, QpAttr, QpState, QpType};
 use crate::transport::verbs::{self as ev, send_flags, FastReg, RecvWqe, SendWqe, Sge, WcOpcode, WrOpcode, MAX_INLINE, MAX_SGE};
 use core::ffi::c_int;
 use core::ptr::null_mut;
-use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 use kernel::sync::Arc;
-
-#[repr(C)]
-pub(crate) struct FerroceCq {
-    ib: b::ib_cq,
-    index: u32,
-    /// As for `FerrocePd::charge`.
-    charge: Option<Charge>,
-}
-
-#[repr(C)]
-pub(crate) struct FerroceSrq {
-    ib: b::ib_srq,
-    index: u32,
-    /// As for `FerrocePd::charge`.
-    charge: Option<Charge>,
-}
-
-pub(crate) const SIZE_SRQ: usize = core::mem::size_of::<FerroceSrq>();
 
 #[repr(C)]
 pub(crate) struct FerroceQp {
@@ -109,19 +93,12 @@ const _: () = {
 };
 
 const _: () = {
-    assert!(core::mem::offset_of!(FerroceCq, ib) == 0);
     assert!(core::mem::offset_of!(FerroceQp, ib) == 0);
-    assert!(core::mem::offset_of!(FerroceSrq, ib) == 0);
     assert!(core::mem::offset_of!(FerroceMr, ib) == 0);
 };
 
-pub(crate) const SIZE_CQ: usize = core::mem::size_of::<FerroceCq>();
 pub(crate) const SIZE_QP: usize = core::mem::size_of::<FerroceQp>();
 
-/// EOPNOTSUPP, which the kernel crate does not name.
-fn eopnotsupp() -> Error {
-    Error::from_errno(-95)
-}
 
 /// `ERR_PTR(e)`.
 fn err_ptr<T>(e: Error) -> *mut T {
@@ -202,240 +179,6 @@ unsafe fn take_charge(slot: *mut Option<Charge>) -> Option<Charge> {
     unsafe { slot.replace(None) }
 }
 
-// --- CQ ------------------------------------------------------------------------
-
-pub(crate) unsafe extern "C" fn create_cq(
-    ibcq: *mut b::ib_cq,
-    attr: *const b::ib_cq_init_attr,
-    attrs: *mut b::uverbs_attr_bundle,
-) -> c_int {
-    // SAFETY: the core passes a zeroed CQ of our size (device set), a valid
-    // attribute structure and, for a process, its attribute bundle.
-    errno(unsafe {
-        let a = &*attr;
-        let dev = dev_of((*ibcq).device);
-        (|| {
-            if a.flags != 0 {
-                return Err(eopnotsupp());
-            }
-            if a.comp_vector != 0 || a.cqe == 0 || a.cqe > MAX_CQE {
-                return Err(EINVAL);
-            }
-            let udata = b::ferroce_attrs_udata(attrs);
-            let uctx = user_call(udata)?;
-            // Given back (dropped) if anything below fails.
-            let charge = quota::charge(uctx.map(|u| &ucontext_data::<Ferroce>(u).account), Kind::Cq)?;
-            let (entry, cqe) = match uctx {
-                None => (CqEntry::new(ibcq, a.cqe as usize)?, a.cqe),
-                Some(uctx) => {
-                    let ring = UserRing::new(uctx, a.cqe, b::FERROCE_CQE_SIZE as usize)?;
-                    let resp = b::ferroce_create_cq_resp { cq: ring.map() };
-                    Udata::<Ferroce>::from_raw(udata).respond(&resp)?;
-                    let n = ring.entries();
-                    (CqEntry::new_user(ibcq, ring)?, n)
-                }
-            };
-            let mut st = dev.state.lock();
-            let idx = st.alloc_cq(!udata.is_null()).ok_or(ENOMEM)?;
-            if let Some(slot) = st.cqs.get_mut(idx) {
-                *slot = Some(entry);
-            }
-            (*ibcq.cast::<FerroceCq>()).index = idx as u32;
-            (*ibcq).cqe = cqe as c_int;
-            set_charge(core::ptr::addr_of_mut!((*ibcq.cast::<FerroceCq>()).charge), charge);
-            Ok(())
-        })()
-    })
-}
-
-/// # Safety
-/// `ibcq` must be a live ferroce CQ.
-unsafe fn cq_index(ibcq: *mut b::ib_cq) -> usize {
-    // SAFETY: guaranteed by the caller.
-    unsafe { (*ibcq.cast::<FerroceCq>()).index as usize }
-}
-
-/// Waits (process context) until no pass that dropped the device lock
-/// still holds a pin on an object already out of its table: its handler
-/// or event runs on the core's object, which is freed when we return.
-/// Out of the table, nothing pins it again, so the wait is short.
-fn wait_unpinned(pins: &core::sync::atomic::AtomicU32) {
-    while pins.load(Ordering::Acquire) != 0 {
-        // SAFETY: destroy verbs run in process context (a sleep, not
-        // fsleep's busy-wait for short delays).
-        unsafe { b::ferroce_usleep(10, 50) };
-    }
-}
-
-pub(crate) unsafe extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> c_int {
-    // SAFETY: a CQ from `create_cq`; the entry is dropped after the lock,
-    // once no handler is about to run on it.
-    errno(unsafe {
-        let dev = dev_of((*ibcq).device);
-        let taken = take_unused(dev.state.lock().cqs.get_mut(cq_index(ibcq)), |c| c.users);
-        taken.map(|c| {
-            if let Some(c) = &c {
-                wait_unpinned(&c.pins);
-            }
-            drop(c);
-            drop(take_charge(core::ptr::addr_of_mut!((*ibcq.cast::<FerroceCq>()).charge)));
-        })
-    })
-}
-
-pub(crate) unsafe extern "C" fn resize_cq(ibcq: *mut b::ib_cq, cqe: u32, udata: *mut b::ib_udata) -> c_int {
-    // SAFETY: a CQ from `create_cq`; the old ring is freed after the lock.
-    errno(unsafe {
-        (|| {
-            if cqe == 0 || cqe > MAX_CQE {
-                return Err(EINVAL);
-            }
-            let dev = dev_of((*ibcq).device);
-            if let Some(uctx) = user_call(udata)? {
-                // A process's CQ: a new ring, the unread completions moved
-                // into it, the old one unmapped by the provider.
-                let ring = UserRing::new(uctx, cqe, b::FERROCE_CQE_SIZE as usize)?;
-                let n = ring.entries();
-                Udata::<Ferroce>::from_raw(udata).respond(&b::ferroce_resize_cq_resp { cq: ring.map() })?;
-                // Whichever ring is left over is dropped (unmapped, which
-                // may sleep) after the lock.
-                let left = {
-                    let mut st = dev.state.lock();
-                    match st.cqs.get_mut(cq_index(ibcq)).and_then(|c| c.as_deref_mut()) {
-                        None => Err(ring),
-                        Some(cq) => cq.replace_user_ring(ring),
-                    }
-                };
-                let _old = left.map_err(|_unused| EINVAL)?;
-                (*ibcq).cqe = n as c_int;
-                // Completions that waited in the QPs for room move now:
-                // the process may wait for them with no traffic to come.
-                poll_doorbell(dev, cq_index(ibcq));
-                return Ok(());
-            }
-            let ring = CqEntry::alloc_ring(cqe as usize)?;
-            let old = {
-                let mut st = dev.state.lock();
-                let cq = st.cqs.get_mut(cq_index(ibcq)).and_then(|c| c.as_deref_mut()).ok_or(EINVAL)?;
-                cq.replace_ring(ring).map_err(|_| EINVAL)?
-            };
-            drop(old);
-            (*ibcq).cqe = cqe as c_int;
-            poll_doorbell(dev, cq_index(ibcq));
-            Ok(())
-        })()
-    })
-}
-
-pub(crate) unsafe extern "C" fn poll_cq(ibcq: *mut b::ib_cq, num: c_int, wc: *mut b::ib_wc) -> c_int {
-    // SAFETY: a CQ from `create_cq`; `wc` has room for `num` entries.
-    unsafe {
-        let dev = dev_of((*ibcq).device);
-        let idx = cq_index(ibcq);
-        let mut st = dev.state.lock();
-        let Some(cq) = st.cqs.get_mut(idx).and_then(|c| c.as_deref_mut()) else {
-            return 0;
-        };
-        if cq.user.is_some() {
-            // A process polls its ring; this call is its request to move
-            // the completions that waited for room (none returned here).
-            cq.set_waiting(false);
-            drop(st);
-            poll_doorbell(dev, idx);
-            return 0;
-        }
-        let mut n = 0;
-        while n < num {
-            let Some(s) = cq.pop() else { break };
-            let out = wc.add(n as usize);
-            out.write(core::mem::zeroed());
-            let w = &mut *out;
-            w.__bindgen_anon_1.wr_id = s.cqe.wr_id;
-            w.status = s.cqe.status as u32;
-            w.opcode = s.cqe.opcode as u32;
-            w.vendor_err = s.cqe.vendor_err;
-            w.byte_len = s.cqe.byte_len;
-            w.qp = s.ibqp;
-            let f = s.cqe.wc_flags;
-            let mut flags = 0u32;
-            if f & ev::wc_flags::GRH != 0 {
-                flags |= b::ib_wc_flags_IB_WC_GRH;
-            }
-            if f & ev::wc_flags::WITH_IMM != 0 {
-                flags |= b::ib_wc_flags_IB_WC_WITH_IMM;
-                w.ex.imm_data = s.cqe.imm_data.to_be();
-            }
-            if f & ev::wc_flags::WITH_INV != 0 {
-                flags |= b::ib_wc_flags_IB_WC_WITH_INVALIDATE;
-                w.ex.invalidate_rkey = s.cqe.imm_data;
-            }
-            if s.ip_version != 0 {
-                flags |= b::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE;
-                w.network_hdr_type = if s.ip_version == 6 {
-                    b::rdma_network_type_RDMA_NETWORK_IPV6
-                } else {
-                    b::rdma_network_type_RDMA_NETWORK_IPV4
-                } as u8;
-            }
-            w.wc_flags = flags as c_int;
-            w.src_qp = s.cqe.src_qp;
-            w.pkey_index = s.cqe.pkey_index;
-            w.port_num = 1;
-            n += 1;
-        }
-        n
-    }
-}
-
-/// Moves the waiting completions of the QPs using CQ `idx` into it (after
-/// the process made room in its ring), and lets their send sides go on.
-fn poll_doorbell(dev: &FerroceDevice, idx: usize) {
-    let mut notify = Notify::new();
-    let mut kicks = KVVec::new();
-    {
-        let mut st = dev.state.lock();
-        // The CQ counts its QPs (one use for each of a QP's send and
-        // receive CQ that is this one): the scan ends at the last of them
-        // rather than at the end of the table.
-        let mut left = st.cqs.get(idx).and_then(|c| c.as_deref()).map_or(0, |c| c.users);
-        for qpn in 0..st.qps.len() {
-            if left == 0 {
-                break;
-            }
-            let uses = st
-                .qps
-                .get(qpn)
-                .and_then(|e| e.as_deref())
-                .map_or(0, |e| u32::from(e.send_cq == idx) + u32::from(e.recv_cq == idx));
-            if uses > 0 {
-                left = left.saturating_sub(uses);
-                net::drain(dev, &mut st, qpn as u32, 0, &mut notify);
-                let _ = kicks.push(qpn as u32, GFP_ATOMIC);
-            }
-        }
-    }
-    notify.run(dev);
-    for qpn in kicks.iter() {
-        net::kick(dev, *qpn, net::KICK_BUDGET_TASK);
-    }
-}
-
-pub(crate) unsafe extern "C" fn req_notify_cq(ibcq: *mut b::ib_cq, flags: b::ib_cq_notify_flags) -> c_int {
-    // SAFETY: a CQ from `create_cq`.
-    unsafe {
-        let dev = dev_of((*ibcq).device);
-        let mut st = dev.state.lock();
-        let Some(cq) = st.cqs.get_mut(cq_index(ibcq)).and_then(|c| c.as_deref_mut()) else {
-            return EINVAL.to_errno();
-        };
-        cq.armed = flags & b::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK;
-        if flags & b::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0 && cq.len() > 0 {
-            return 1;
-        }
-    }
-    0
-}
-
 // --- QP ------------------------------------------------------------------------
 
 /// The IB MTU of the device's port now.
@@ -465,7 +208,7 @@ pub(crate) unsafe extern "C" fn create_qp(
             if ia.create_flags != 0 || !ia.rwq_ind_tbl.is_null() {
                 return Err(eopnotsupp());
             }
-            let srq = if ia.srq.is_null() { None } else { Some((*ia.srq.cast::<FerroceSrq>()).index as usize) };
+            let srq = if ia.srq.is_null() { None } else { Some(srq_data::<Ferroce>(ia.srq).index as usize) };
             if srq.is_some() && ty != QpType::Rc {
                 // UD QPs take SRQ receives too in some HCAs; ferroce keeps
                 // SRQs to RC (what ibv_srq_pingpong and rdma_cm servers use).
@@ -491,11 +234,12 @@ pub(crate) unsafe extern "C" fn create_qp(
             // are before the QP exists.
             let rings = match uctx {
                 None => None,
-                Some(uctx) => {
-                    let sq = UserRing::new(uctx, cap.max_send_wr, b::FERROCE_SQ_WQE_SIZE as usize)?;
+                Some(_) => {
+                    let call = Udata::<Ferroce>::from_raw(udata);
+                    let sq = UserRing::new(&call, cap.max_send_wr, b::FERROCE_SQ_WQE_SIZE as usize)?;
                     let rq = match srq {
                         Some(_) => None,
-                        None => Some(UserRing::new(uctx, cap.max_recv_wr, b::FERROCE_RQ_WQE_SIZE as usize)?),
+                        None => Some(UserRing::new(&call, cap.max_recv_wr, b::FERROCE_RQ_WQE_SIZE as usize)?),
                     };
                     let empty = b::ferroce_ring_map { offset: 0, map_len: 0, entries: 0 };
                     let ud_max_msg = if ty == QpType::Ud { mtu.bytes() } else { 0 };
@@ -522,7 +266,7 @@ pub(crate) unsafe extern "C" fn create_qp(
             for _ in 0..rq_slots {
                 rq.push(RecvSlot::default(), GFP_KERNEL_ACCOUNT)?;
             }
-            let (scq, rcq) = (cq_index(ia.send_cq), cq_index(ia.recv_cq));
+            let (scq, rcq) = (cq_data::<Ferroce>(ia.send_cq).index as usize, cq_data::<Ferroce>(ia.recv_cq).index as usize);
             // Allocated before the lock: a failure under it would drop the
             // rings there, and unmapping them may sleep.
             let boxed = KBox::<QpEntry>::new_uninit(GFP_KERNEL_ACCOUNT)?;
@@ -550,7 +294,7 @@ pub(crate) unsafe extern "C" fn create_qp(
                 boxed,
                 QpEntry {
                     qp,
-                    ibqp,
+                    token: QpToken::of(ibqp),
                     send_cq: scq,
                     recv_cq: rcq,
                     path: None,
@@ -768,7 +512,7 @@ pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::
                 for i in [e.send_cq, e.recv_cq] {
                     if let Some(Some(c)) = st.cqs.get_mut(i) {
                         c.users = c.users.saturating_sub(1);
-                        c.purge_qp(ibqp);
+                        c.purge_qp(QpToken::of(ibqp));
                     }
                 }
                 if let Some(Some(x)) = e.srq.and_then(|i| st.srqs.get_mut(i)) {
@@ -1022,25 +766,6 @@ pub(crate) unsafe extern "C" fn dereg_mr(ibmr: *mut b::ib_mr, _udata: *mut b::ib
 
 // --- post_send / post_recv --------------------------------------------------------
 
-/// Copies a gather/scatter list (`num` entries at `list`) after checking
-/// its length against the QP's limit.
-///
-/// # Safety
-/// `list` must point to `num` valid `ib_sge`s when `num > 0`.
-unsafe fn sges(list: *const b::ib_sge, num: c_int, max: u32) -> Result<([Sge; MAX_SGE], u8)> {
-    let n = usize::try_from(num).map_err(|_| EINVAL)?;
-    if n > max as usize || n > MAX_SGE {
-        return Err(EINVAL);
-    }
-    let mut out = [Sge::default(); MAX_SGE];
-    for (i, o) in out.iter_mut().enumerate().take(n) {
-        // SAFETY: `i < num` entries exist (caller).
-        let s = unsafe { &*list.add(i) };
-        *o = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
-    }
-    Ok((out, n as u8))
-}
-
 /// Inline data of a work request, gathered before the device lock is taken
 /// (copying from userspace may fault and sleep).
 struct Inline {
@@ -1128,7 +853,7 @@ unsafe fn send_wqe(wr: *const b::ib_send_wr, e: &QpEntry, inline: Option<&Inline
         Some(_) => ([Sge::default(); MAX_SGE], 0),
         None if opcode.is_local() => ([Sge::default(); MAX_SGE], 0),
         // SAFETY: the core passes `num_sge` entries.
-        None => unsafe { sges(w.sg_list, w.num_sge, e.max_send_sge)? },
+        None => unsafe { sge_list(w.sg_list, w.num_sge, e.max_send_sge)? },
     };
     let mut wqe = SendWqe {
         // SAFETY: both union members are plain integers/pointers.
@@ -1283,7 +1008,7 @@ pub(crate) unsafe extern "C" fn post_recv(
                 Some(e) => {
                     while !cur.is_null() {
                         let w = &*cur;
-                        let r = sges(w.sg_list, w.num_sge, e.max_recv_sge).and_then(|(sg_list, num_sge)| {
+                        let r = sge_list(w.sg_list, w.num_sge, e.max_recv_sge).and_then(|(sg_list, num_sge)| {
                             let wqe = RecvWqe { wr_id: w.__bindgen_anon_1.wr_id, sg_list, num_sge };
                             e.qp.post_recv(&wqe).map_err(|x| Error::from_errno(x.errno()))
                         });
@@ -1299,161 +1024,6 @@ pub(crate) unsafe extern "C" fn post_recv(
             net::drain(dev, &mut st, qpn, 0, &mut notify);
         }
         notify.run(dev);
-        if ret != 0 && !bad.is_null() {
-            *bad = cur;
-        }
-        ret
-    }
-}
-
-// --- SRQ -----------------------------------------------------------------------
-
-pub(crate) unsafe extern "C" fn create_srq(
-    ibsrq: *mut b::ib_srq,
-    init: *mut b::ib_srq_init_attr,
-    udata: *mut b::ib_udata,
-) -> c_int {
-    // SAFETY: the core passes a zeroed SRQ of our size (device set) and a
-    // valid init attribute it reads the granted sizes back from.
-    errno(unsafe {
-        (|| {
-            let uctx = user_call(udata)?;
-            let ia = &mut *init;
-            if ia.srq_type != b::ib_srq_type_IB_SRQT_BASIC {
-                return Err(eopnotsupp());
-            }
-            let a = &mut ia.attr;
-            if a.max_wr == 0 || a.max_wr > MAX_QP_WR || a.max_sge as usize > MAX_SGE || a.srq_limit > a.max_wr {
-                return Err(EINVAL);
-            }
-            let dev = dev_of((*ibsrq).device);
-            // Given back (dropped) if anything below fails.
-            let charge = quota::charge(uctx.map(|u| &ucontext_data::<Ferroce>(u).account), Kind::Srq)?;
-            let entry = match uctx {
-                None => SrqEntry::new(ibsrq, a.max_wr as usize, a.max_sge, a.srq_limit)?,
-                Some(uctx) => {
-                    let ring = UserRing::new(uctx, a.max_wr, b::FERROCE_RQ_WQE_SIZE as usize)?;
-                    Udata::<Ferroce>::from_raw(udata).respond(&b::ferroce_create_srq_resp { srq: ring.map() })?;
-                    a.max_wr = ring.entries();
-                    SrqEntry::new_user(ibsrq, ring, a.max_sge, a.srq_limit)?
-                }
-            };
-            let mut st = dev.state.lock();
-            let idx = st.alloc_srq(!udata.is_null()).ok_or(ENOMEM)?;
-            if let Some(slot) = st.srqs.get_mut(idx) {
-                *slot = Some(entry);
-            }
-            (*ibsrq.cast::<FerroceSrq>()).index = idx as u32;
-            set_charge(core::ptr::addr_of_mut!((*ibsrq.cast::<FerroceSrq>()).charge), charge);
-            Ok(())
-        })()
-    })
-}
-
-/// # Safety
-/// `ibsrq` must be a live ferroce SRQ.
-unsafe fn srq_index(ibsrq: *mut b::ib_srq) -> usize {
-    // SAFETY: guaranteed by the caller.
-    unsafe { (*ibsrq.cast::<FerroceSrq>()).index as usize }
-}
-
-pub(crate) unsafe extern "C" fn modify_srq(
-    ibsrq: *mut b::ib_srq,
-    attr: *mut b::ib_srq_attr,
-    mask: b::ib_srq_attr_mask,
-    udata: *mut b::ib_udata,
-) -> c_int {
-    // SAFETY: an SRQ from `create_srq` and a valid attribute structure.
-    errno(unsafe {
-        (|| {
-            Udata::<Ferroce>::from_raw(udata).refuse_driver_data()?;
-            if mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0 {
-                // Resizing an SRQ is not supported (verbs lets a device refuse).
-                return Err(eopnotsupp());
-            }
-            let dev = dev_of((*ibsrq).device);
-            let mut st = dev.state.lock();
-            let srq = st.srqs.get_mut(srq_index(ibsrq)).and_then(|x| x.as_deref_mut()).ok_or(EINVAL)?;
-            if mask & b::ib_srq_attr_mask_IB_SRQ_LIMIT != 0 {
-                let limit = (*attr).srq_limit;
-                if limit as usize > srq.max_wr() {
-                    return Err(EINVAL);
-                }
-                srq.limit = limit;
-            }
-            Ok(())
-        })()
-    })
-}
-
-pub(crate) unsafe extern "C" fn query_srq(ibsrq: *mut b::ib_srq, attr: *mut b::ib_srq_attr) -> c_int {
-    // SAFETY: an SRQ from `create_srq`; the core's output structure.
-    errno(unsafe {
-        let dev = dev_of((*ibsrq).device);
-        let st = dev.state.lock();
-        match st.srqs.get(srq_index(ibsrq)).and_then(|x| x.as_deref()) {
-            None => Err(EINVAL),
-            Some(srq) => {
-                (*attr).max_wr = srq.max_wr() as u32;
-                (*attr).max_sge = srq.max_sge;
-                (*attr).srq_limit = srq.limit;
-                Ok(())
-            }
-        }
-    })
-}
-
-pub(crate) unsafe extern "C" fn destroy_srq(ibsrq: *mut b::ib_srq, _udata: *mut b::ib_udata) -> c_int {
-    // SAFETY: an SRQ from `create_srq`; the entry is dropped after the lock.
-    errno(unsafe {
-        let dev = dev_of((*ibsrq).device);
-        let taken = take_unused(dev.state.lock().srqs.get_mut(srq_index(ibsrq)), |x| x.users);
-        taken.map(|x| {
-            if let Some(x) = &x {
-                wait_unpinned(&x.pins);
-            }
-            drop(x);
-            drop(take_charge(core::ptr::addr_of_mut!((*ibsrq.cast::<FerroceSrq>()).charge)));
-        })
-    })
-}
-
-pub(crate) unsafe extern "C" fn post_srq_recv(
-    ibsrq: *mut b::ib_srq,
-    wr: *const b::ib_recv_wr,
-    bad: *mut *const b::ib_recv_wr,
-) -> c_int {
-    // SAFETY: an SRQ from `create_srq`; `wr` is the core's valid list.
-    unsafe {
-        let dev = dev_of((*ibsrq).device);
-        let mut cur = wr;
-        let mut ret = 0;
-        {
-            let mut st = dev.state.lock();
-            match st.srqs.get_mut(srq_index(ibsrq)).and_then(|x| x.as_deref_mut()) {
-                None => ret = EINVAL.to_errno(),
-                // A process's SRQ is posted to through its ring.
-                Some(srq) if srq.user.is_some() => ret = EINVAL.to_errno(),
-                Some(srq) => {
-                    while !cur.is_null() {
-                        let w = &*cur;
-                        let r = sges(w.sg_list, w.num_sge, srq.max_sge).and_then(|(sg_list, num_sge)| {
-                            let wqe = RecvWqe { wr_id: w.__bindgen_anon_1.wr_id, sg_list, num_sge };
-                            if srq.push(wqe) {
-                                Ok(())
-                            } else {
-                                Err(ENOMEM)
-                            }
-                        });
-                        if let Err(x) = r {
-                            ret = x.to_errno();
-                            break;
-                        }
-                        cur = w.next;
-                    }
-                }
-            }
-        }
         if ret != 0 && !bad.is_null() {
             *bad = cur;
         }

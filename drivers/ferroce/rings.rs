@@ -14,7 +14,8 @@
 
 use crate::rdma::bindings as b;
 use crate::rdma::{Counter, FerroceDevice};
-use crate::state::{AhEntry, QpEntry, UserRing};
+use crate::rdma::mmap::UserRing;
+use crate::state::{AhEntry, QpEntry};
 use crate::transport::qp::{QpState, QpType};
 use crate::transport::linger::{Idle as LingerIdle, Linger};
 use crate::transport::verbs::{send_flags, RecvWqe, SendWqe, Sge, WcStatus, WrOpcode, MAX_INLINE, MAX_SGE};

@@ -18,9 +18,10 @@ use crate::transport::verbs::{access, Cqe, FastReg, RecvWqe};
 use crate::transport::shared_ring;
 use crate::transport::table::alloc_slot;
 use crate::transport::wire::{Bth, Psn, Transport};
-use core::sync::atomic::AtomicU32;
+use crate::rdma::mmap::UserRing;
+use crate::rdma::object::{CqRef, SrqRef};
+use crate::rdma::wr::QpToken;
 use kernel::prelude::*;
-use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
 
 /// Queue pairs per device (QPN 1 is the GSI QP; user QPNs start at 16).
 /// Each table is twice what one user may hold (`quota::Kind::quota`).
@@ -83,7 +84,8 @@ unsafe impl Send for Av {}
 
 pub(crate) struct QpEntry {
     pub(crate) qp: EngineQp,
-    pub(crate) ibqp: *mut b::ib_qp,
+    /// What its completions name (`ib_wc.qp`).
+    pub(crate) token: QpToken,
     pub(crate) send_cq: usize,
     pub(crate) recv_cq: usize,
     /// RC: the primary path.
@@ -200,8 +202,9 @@ impl QpEntry {
     }
 }
 
-// SAFETY: `ibqp` points to the core's QP object, which outlives the entry
-// (it is removed from the table in destroy_qp before the core frees it).
+// SAFETY: `timer` and `work` point into the core's QP object, which
+// outlives the entry (it is removed from the table in destroy_qp before
+// the core frees it).
 unsafe impl Send for QpEntry {}
 
 /// An address handle: where it sends, and the PD it belongs to.
@@ -215,7 +218,7 @@ pub(crate) struct AhEntry {
 #[derive(Clone, Copy)]
 pub(crate) struct CqSlot {
     pub(crate) cqe: Cqe,
-    pub(crate) ibqp: *mut b::ib_qp,
+    pub(crate) qp: QpToken,
     /// IP version of the packet a UD receive came in (0: not a receive).
     pub(crate) ip_version: u8,
 }
@@ -224,9 +227,11 @@ pub(crate) struct CqEntry {
     ring: KVVec<CqSlot>,
     head: usize,
     len: usize,
-    pub(crate) ibcq: *mut b::ib_cq,
-    /// 0: not armed; IB_CQ_SOLICITED or IB_CQ_NEXT_COMP.
-    pub(crate) armed: u32,
+    /// The core's CQ, for its completion handler.
+    pub(crate) cq: CqRef,
+    /// Armed for the next completion (`Some(true)`: the next solicited
+    /// one).
+    pub(crate) armed: Option<bool>,
     /// QPs using this CQ.
     pub(crate) users: u32,
     /// A process's CQ: the ring completions go to (`ring` is then empty),
@@ -235,33 +240,25 @@ pub(crate) struct CqEntry {
     uprod: u32,
     /// FERROCE_RING_CQ_WAITING as last written.
     waiting: bool,
-    /// Handlers about to run on this CQ after the device lock was dropped
-    /// (`net::Notify`): `destroy_cq` takes the entry out of the table and
-    /// then waits for this to fall to 0 before the core frees the CQ.
-    pub(crate) pins: AtomicU32,
     /// Armed when a completion came but a pass's `Notify` was full: the
     /// pass runs the handler after its others (`Notify::run`).
     pub(crate) event_due: bool,
 }
 
-// SAFETY: as for QpEntry: the core's CQ outlives the entry.
-unsafe impl Send for CqEntry {}
-
 impl CqEntry {
-    pub(crate) fn new(ibcq: *mut b::ib_cq, entries: usize) -> Result<KBox<Self>> {
+    pub(crate) fn new(cq: CqRef, entries: usize) -> Result<KBox<Self>> {
         let ring = Self::alloc_ring(entries)?;
         Ok(KBox::new(
             Self {
                 ring,
                 head: 0,
                 len: 0,
-                ibcq,
-                armed: 0,
+                cq,
+                armed: None,
                 users: 0,
                 user: None,
                 uprod: 0,
                 waiting: false,
-                pins: AtomicU32::new(0),
                 event_due: false,
             },
             GFP_KERNEL_ACCOUNT,
@@ -269,8 +266,8 @@ impl CqEntry {
     }
 
     /// A process's CQ, whose completions go to `ring`.
-    pub(crate) fn new_user(ibcq: *mut b::ib_cq, ring: UserRing) -> Result<KBox<Self>> {
-        let mut cq = Self::new(ibcq, 0)?;
+    pub(crate) fn new_user(cq: CqRef, ring: UserRing) -> Result<KBox<Self>> {
+        let mut cq = Self::new(cq, 0)?;
         cq.user = Some(ring);
         Ok(cq)
     }
@@ -316,7 +313,7 @@ impl CqEntry {
         let mut ring = KVVec::with_capacity(entries, GFP_KERNEL_ACCOUNT)?;
         let empty = CqSlot {
             cqe: Cqe::default(),
-            ibqp: core::ptr::null_mut(),
+            qp: QpToken::NONE,
             ip_version: 0,
         };
         for _ in 0..entries {
@@ -396,13 +393,13 @@ impl CqEntry {
 
     /// Removes the completions of a destroyed QP (their `ib_wc.qp` would
     /// dangle), keeping the order of the others.
-    pub(crate) fn purge_qp(&mut self, ibqp: *mut b::ib_qp) {
+    pub(crate) fn purge_qp(&mut self, qp: QpToken) {
         // A process's completions name QPs by number, not by pointer.
         let n = if self.user.is_some() { 0 } else { self.len };
         let mut kept = 0;
         for _ in 0..n {
             if let Some(s) = self.pop() {
-                if s.ibqp != ibqp {
+                if s.qp != qp {
                     let _ = self.push(s);
                     kept += 1;
                 }
@@ -455,17 +452,12 @@ pub(crate) struct SrqEntry {
     /// Armed limit (0: not armed): below it, the limit event fires once.
     pub(crate) limit: u32,
     pub(crate) users: u32,
-    pub(crate) ibsrq: *mut b::ib_srq,
+    /// The core's SRQ, for its limit event.
+    pub(crate) srq: SrqRef,
     /// A process's SRQ: its ring (then `ring` is empty) and the WQEs taken.
     pub(crate) user: Option<UserRing>,
     taken: u32,
-    /// Limit events about to fire on this SRQ after the lock was dropped
-    /// (`net::RxAfter`); `destroy_srq` waits for 0, as for `CqEntry::pins`.
-    pub(crate) pins: AtomicU32,
 }
-
-// SAFETY: as for CqEntry: the core's SRQ outlives the entry.
-unsafe impl Send for SrqEntry {}
 
 impl Drop for SrqEntry {
     /// The given-back list, one node at a time (a recursive drop would
@@ -479,17 +471,17 @@ impl Drop for SrqEntry {
 }
 
 impl SrqEntry {
-    pub(crate) fn new(ibsrq: *mut b::ib_srq, max_wr: usize, max_sge: u32, limit: u32) -> Result<KBox<Self>> {
+    pub(crate) fn new(srq: SrqRef, max_wr: usize, max_sge: u32, limit: u32) -> Result<KBox<Self>> {
         let mut ring = KVVec::with_capacity(max_wr, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..max_wr {
             ring.push(RecvWqe::default(), GFP_KERNEL_ACCOUNT)?;
         }
-        Ok(KBox::new(Self { back: None, ring, head: 0, len: 0, max_sge, limit, users: 0, ibsrq, user: None, taken: 0, pins: AtomicU32::new(0) }, GFP_KERNEL_ACCOUNT)?)
+        Ok(KBox::new(Self { back: None, ring, head: 0, len: 0, max_sge, limit, users: 0, srq, user: None, taken: 0 }, GFP_KERNEL_ACCOUNT)?)
     }
 
     /// A process's SRQ, whose WQEs come from `ring`.
-    pub(crate) fn new_user(ibsrq: *mut b::ib_srq, ring: UserRing, max_sge: u32, limit: u32) -> Result<KBox<Self>> {
-        let mut s = Self::new(ibsrq, 0, max_sge, limit)?;
+    pub(crate) fn new_user(srq: SrqRef, ring: UserRing, max_sge: u32, limit: u32) -> Result<KBox<Self>> {
+        let mut s = Self::new(srq, 0, max_sge, limit)?;
         s.user = Some(ring);
         Ok(s)
     }
@@ -1050,155 +1042,5 @@ impl Mem<'_> {
                 Ok(on_va(addr as usize as *mut u64))
             }
         }
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Rings shared with a process (include/uapi/rdma/ferroce-abi.h)
-
-const _: () = assert!(core::mem::size_of::<b::ferroce_ring_hdr>() == b::FERROCE_RING_HDR_SIZE as usize);
-const _: () = assert!(core::mem::size_of::<b::ferroce_sq_wqe>() == b::FERROCE_SQ_WQE_SIZE as usize);
-const _: () = assert!(core::mem::size_of::<b::ferroce_rq_wqe>() == b::FERROCE_RQ_WQE_SIZE as usize);
-const _: () = assert!(core::mem::size_of::<b::ferroce_cqe>() == b::FERROCE_CQE_SIZE as usize);
-const _: () = assert!(core::mem::offset_of!(b::ferroce_ring_hdr, cons) == 64);
-const _: () = assert!(core::mem::offset_of!(b::ferroce_ring_hdr, kflags) == 128);
-const _: () = assert!(core::mem::offset_of!(b::ferroce_ring_hdr, qp_state) == 132);
-const _: () = assert!(b::FERROCE_RING_MAX_SGE as usize == MAX_SGE_RING && b::FERROCE_RING_MAX_INLINE as usize == MAX_INLINE_RING);
-const MAX_SGE_RING: usize = crate::transport::verbs::MAX_SGE;
-const MAX_INLINE_RING: usize = crate::transport::verbs::MAX_INLINE;
-
-/// A ring in memory a process maps: the header, then `entries` slots of
-/// `stride` bytes. The kernel reaches it through `base` while the ring
-/// exists (the mmap entry keeps the memory until the last mapping and the
-/// driver's reference are gone); everything in it may change under us at
-/// any moment, so every read is one copy and every index is checked.
-pub(crate) struct UserRing {
-    base: *mut u8,
-    entries: u32,
-    stride: usize,
-    entry: *mut b::rdma_user_mmap_entry,
-    offset: u64,
-    map_len: u32,
-}
-
-// SAFETY: the memory is reached only under the device lock (or by the
-// creating/destroying verbs call before/after the object is in a table).
-unsafe impl Send for UserRing {}
-
-impl UserRing {
-    /// A zeroed ring of at least `want` slots (a power of two, at least 1)
-    /// in `uctx`'s mmap space.
-    ///
-    /// # Safety
-    /// `uctx` is the live user context of the verbs call (process context).
-    pub(crate) unsafe fn new(uctx: *mut b::ib_ucontext, want: u32, stride: usize) -> Result<Self> {
-        let entries = want.max(1).checked_next_power_of_two().ok_or(EINVAL)?;
-        let len = (entries as usize)
-            .checked_mul(stride)
-            .and_then(|x| x.checked_add(b::FERROCE_RING_HDR_SIZE as usize))
-            .ok_or(EINVAL)?;
-        let map_len = u32::try_from(len.next_multiple_of(PAGE_SIZE)).map_err(|_| EINVAL)?;
-        let mut offset = 0u64;
-        let mut entry = core::ptr::null_mut();
-        // SAFETY: guaranteed by the caller; the outputs are ours.
-        let base = unsafe { b::ferroce_ring_create(uctx, len, &mut offset, &mut entry) };
-        if base.is_null() {
-            return Err(ENOMEM);
-        }
-        Ok(Self { base: base.cast(), entries, stride, entry, offset, map_len })
-    }
-
-    pub(crate) fn entries(&self) -> u32 {
-        self.entries
-    }
-
-    /// What the process needs to map it.
-    pub(crate) fn map(&self) -> b::ferroce_ring_map {
-        b::ferroce_ring_map { offset: self.offset, map_len: self.map_len, entries: self.entries }
-    }
-
-    fn hdr(&self) -> *mut b::ferroce_ring_hdr {
-        self.base.cast()
-    }
-
-    /// Where the producer index lives, for a reader that holds no lock
-    /// (`net::linger_wait`; the ring outlives the QP's work item).
-    pub(crate) fn prod_ptr(&self) -> *mut u32 {
-        // SAFETY: the header is inside the live ring (no access here).
-        unsafe { core::ptr::addr_of_mut!((*self.hdr()).prod) }
-    }
-
-    /// The `u32` of the ring's header at `offset` (an `offset_of!` of one
-    /// of its fields). The process may write it at any moment: every
-    /// kernel access to it is atomic, through this view.
-    fn word(&self, offset: usize) -> &Atomic<u32> {
-        let p = self.hdr().cast::<u8>().wrapping_add(offset).cast::<u32>();
-        // SAFETY: callers pass the offset of a `u32` field of the header,
-        // which lies inside the live ring (it lives as long as `self`), so
-        // `p` is valid and 4-byte aligned; no kernel access to it is
-        // non-atomic.
-        unsafe { Atomic::from_ptr(p) }
-    }
-
-    /// The producer index (acquire: slots below it are written).
-    pub(crate) fn prod(&self) -> u32 {
-        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, prod)).load(Acquire)
-    }
-
-    /// The consumer index (acquire: slots below it are done with).
-    pub(crate) fn cons(&self) -> u32 {
-        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, cons)).load(Acquire)
-    }
-
-    pub(crate) fn set_prod(&self, v: u32) {
-        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, prod)).store(v, Release)
-    }
-
-    pub(crate) fn set_cons(&self, v: u32) {
-        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, cons)).store(v, Release)
-    }
-
-    /// `WRITE_ONCE`: a relaxed store.
-    pub(crate) fn set_kflags(&self, v: u32) {
-        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, kflags)).store(v, Relaxed)
-    }
-
-    pub(crate) fn set_qp_state(&self, v: u32) {
-        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, qp_state)).store(v, Relaxed)
-    }
-
-    fn slot(&self, index: u32) -> *mut u8 {
-        let i = (index & (self.entries - 1)) as usize;
-        // SAFETY: `i < entries`, so the slot lies inside the ring's
-        // allocation of header + entries * stride bytes.
-        unsafe { self.base.add(b::FERROCE_RING_HDR_SIZE as usize + i * self.stride) }
-    }
-
-    /// One copy of slot `index` (a plain C structure of integers, for
-    /// which any bytes are a value).
-    pub(crate) fn read<T: Copy>(&self, index: u32) -> T {
-        let mut out = core::mem::MaybeUninit::<T>::zeroed();
-        let n = core::mem::size_of::<T>().min(self.stride);
-        // SAFETY: `n` bytes from the slot into our own buffer; T is one of
-        // the ring's slot structures, valid for any bytes.
-        unsafe {
-            b::ferroce_ring_read(out.as_mut_ptr().cast(), self.slot(index).cast(), n);
-            out.assume_init()
-        }
-    }
-
-    /// Writes slot `index` (the CQ, where the kernel produces).
-    pub(crate) fn write<T: Copy>(&self, index: u32, v: &T) {
-        let n = core::mem::size_of::<T>().min(self.stride);
-        // SAFETY: `n` bytes into the slot, inside the ring.
-        unsafe { core::ptr::copy_nonoverlapping(core::ptr::from_ref(v).cast::<u8>(), self.slot(index), n) }
-    }
-}
-
-impl Drop for UserRing {
-    fn drop(&mut self) {
-        // SAFETY: our entry, removed once; the memory goes when the last
-        // mapping does. Called without the device lock (may sleep).
-        unsafe { b::ferroce_ring_destroy(self.entry) }
     }
 }

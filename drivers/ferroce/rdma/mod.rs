@@ -3,12 +3,16 @@
 //! The boundary between ferroce and the kernel's RDMA core: module
 //! registrations, the device structure, device and port queries and link
 //! add/delete, with the C declarations ([`bindings`]) and the device lock
-//! ([`sync`]). The other modules that face C are `objects.rs` (verbs
-//! objects and the datapath verbs), `net.rs` (sockets and packets),
-//! `rings.rs` and the page copies of `state.rs`; `device.rs`, `quota.rs`
-//! and the transport engine are safe Rust.
+//! ([`sync`]), the objects the core allocates with the counted references
+//! their destroys wait for ([`object`]), the trait the driver implements
+//! and its C callbacks ([`vtable`]), the rings a process maps ([`mmap`]).
+//! The other modules that face C are `objects.rs` (QP and MR verbs),
+//! `net.rs` (sockets and packets), `rings.rs` and the page copies of
+//! `state.rs`; `driver/`, `device.rs`, `quota.rs` and the transport engine
+//! are safe Rust.
 
 pub(crate) mod bindings;
+pub(crate) mod mmap;
 pub(crate) mod object;
 pub(crate) mod sync;
 pub(crate) mod udata;
@@ -374,6 +378,11 @@ impl FerroceDevice {
     }
 }
 
+/// EOPNOTSUPP, which the kernel crate does not name.
+pub(crate) fn eopnotsupp() -> Error {
+    Error::from_errno(-95)
+}
+
 pub(crate) fn errno(r: Result) -> c_int {
     match r {
         Ok(()) => 0,
@@ -400,14 +409,9 @@ fn device_ops() -> b::ib_device_ops {
     ops.dealloc_driver = Some(dealloc_driver);
     ops.alloc_hw_port_stats = Some(alloc_hw_port_stats);
     ops.get_hw_stats = Some(get_hw_stats);
-    // The verbs behind the Driver trait (user context, PD, AH); the others are still
+    // The verbs behind the Driver trait (user context, PD, AH, CQ, SRQ); the others are still
     // objects.rs's callbacks.
     vtable::Adapter::<crate::driver::Ferroce>::fill(&mut ops);
-    ops.create_cq = Some(objects::create_cq);
-    ops.destroy_cq = Some(objects::destroy_cq);
-    ops.resize_user_cq = Some(objects::resize_cq);
-    ops.poll_cq = Some(objects::poll_cq);
-    ops.req_notify_cq = Some(objects::req_notify_cq);
     ops.create_qp = Some(objects::create_qp);
     ops.modify_qp = Some(objects::modify_qp);
     ops.query_qp = Some(objects::query_qp);
@@ -419,13 +423,6 @@ fn device_ops() -> b::ib_device_ops {
     ops.alloc_mr = Some(objects::alloc_mr);
     ops.map_mr_sg = Some(objects::map_mr_sg);
     ops.dereg_mr = Some(objects::dereg_mr);
-    ops.create_srq = Some(objects::create_srq);
-    ops.modify_srq = Some(objects::modify_srq);
-    ops.query_srq = Some(objects::query_srq);
-    ops.destroy_srq = Some(objects::destroy_srq);
-    ops.post_srq_recv = Some(objects::post_srq_recv);
-    ops.size_ib_srq = objects::SIZE_SRQ;
-    ops.size_ib_cq = objects::SIZE_CQ;
     ops.size_ib_qp = objects::SIZE_QP;
     ops
 }

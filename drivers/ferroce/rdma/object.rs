@@ -15,6 +15,12 @@ use super::vtable::Driver;
 use super::FerroceDevice;
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::prelude::*;
+use kernel::sync::aref::{ARef, AlwaysRefCounted};
+use kernel::time::{delay::fsleep, Delta};
+use kernel::types::Opaque;
 
 /// A core object `C` with driver data `D` after it.
 ///
@@ -24,7 +30,7 @@ use core::mem::MaybeUninit;
 /// callback; in between, the core passes the object to no create again.
 #[repr(C)]
 pub(crate) struct Object<C, D> {
-    core: C,
+    head: Counted<C>,
     data: MaybeUninit<D>,
 }
 
@@ -45,7 +51,8 @@ impl<C, D> Object<C, D> {
     /// initialised.
     pub(crate) unsafe fn init(core: *mut C, data: D) {
         // SAFETY: guaranteed by the caller; `core` is the first field of a
-        // `#[repr(C)]` Object.
+        // `#[repr(C)]` Object (through `Counted` and the transparent
+        // `Opaque`).
         unsafe { (*core.cast::<Self>()).data.write(data) };
         // INVARIANT: the data is written; the core now owns a live object.
     }
@@ -72,29 +79,216 @@ impl<C, D> Object<C, D> {
     }
 }
 
-/// A live protection domain, for one callback.
-pub(crate) struct Pd<'a, T: Driver> {
-    core: *mut b::ib_pd,
-    _p: PhantomData<&'a T::Pd>,
+/// The core's structure of an object and the count of the references
+/// ([`CqRef`], [`SrqRef`]) that the layer handed out to it, as rxe's pool
+/// elements have: the object's destroy callback waits for the count to
+/// fall to 0 before it returns and the core frees the memory
+/// ([`Counted::wait_unreferenced`]).
+///
+/// The driver gets the first reference in the create callback and keeps
+/// it in its tables; code that uses the object after dropping the
+/// driver's lock (a completion handler, an SRQ event) clones it under the
+/// lock first.
+///
+/// # Invariants
+/// While `refs` is above 0, the object is alive: its destroy callback has
+/// not returned.
+#[repr(C)]
+pub(crate) struct Counted<C> {
+    core: Opaque<C>,
+    refs: AtomicU32,
 }
 
-impl<'a, T: Driver> Pd<'a, T> {
+// SAFETY: a `Counted` is only reached through `&` (a reference count, and
+// the core's own callbacks that the core calls from any context); the
+// core's structure is behind `Opaque`, never read as Rust data.
+unsafe impl<C> Send for Counted<C> {}
+// SAFETY: as above.
+unsafe impl<C> Sync for Counted<C> {}
+
+// SAFETY: `refs` counts every `ARef` (the first one made by `first`, the
+// others by `inc_ref`), and the destroy callback waits for it to reach 0
+// before the core may free the object, so the object outlives them all.
+unsafe impl<C> AlwaysRefCounted for Counted<C> {
+    fn inc_ref(&self) {
+        // A new reference from an existing one (as `Arc::clone`).
+        self.refs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: the caller owns a reference, so the object is alive.
+        // Release: everything this holder did with the object happens
+        // before the destroy's acquire load sees the count drop.
+        unsafe { obj.as_ref() }.refs.fetch_sub(1, Ordering::Release);
+    }
+}
+
+impl<C> Counted<C> {
+    /// The first reference to a new object, for the driver's create.
+    ///
     /// # Safety
-    /// `core` is a ferroce PD whose `alloc_pd` succeeded and whose
-    /// `dealloc_pd` has not begun, alive for `'a`.
-    pub(crate) unsafe fn from_core(core: *mut b::ib_pd) -> Self {
+    /// `core` is the core structure of an object of this layer, allocated
+    /// by the core for the create callback in progress, whose count was
+    /// never set; its destroy (or the failed create) calls
+    /// [`Self::wait_unreferenced`].
+    unsafe fn first(core: *mut C) -> ARef<Self> {
+        let c = core.cast::<Self>();
+        // SAFETY: `core` is the first field of a `#[repr(C)]` Counted in
+        // live memory (the caller); nothing else reaches it yet.
+        unsafe { (*c).refs.store(1, Ordering::Relaxed) };
+        // SAFETY: the count of 1 just stored is the reference returned;
+        // `c` is not null (a live allocation).
+        // INVARIANT: the object lives until its destroy, which waits.
+        unsafe { ARef::from_raw(NonNull::new_unchecked(c)) }
+    }
+
+    /// Waits until no reference is left (after the driver took the object
+    /// out of its tables: only references already handed out remain, and
+    /// each is dropped soon after the lock was).
+    ///
+    /// # Safety
+    /// `core` is an object of this layer whose count was set by
+    /// [`Self::first`], in its destroy callback or failed create (process
+    /// context: the wait sleeps).
+    unsafe fn wait_unreferenced(core: *mut C) {
+        // SAFETY: a live object (the caller); only the atomic is read.
+        let refs = unsafe { &(*core.cast::<Self>()).refs };
+        while refs.load(Ordering::Acquire) != 0 {
+            fsleep(Delta::from_micros(20));
+        }
+    }
+
+    fn core(&self) -> *mut C {
+        self.core.get()
+    }
+
+    /// Whether two references name the same object.
+    pub(crate) fn same(a: &ARef<Self>, b: &ARef<Self>) -> bool {
+        core::ptr::eq::<Self>(&**a, &**b)
+    }
+}
+
+/// A counted reference to a CQ, for its completion handler.
+pub(crate) type CqRef = ARef<Counted<b::ib_cq>>;
+
+/// A counted reference to an SRQ, for its limit event.
+pub(crate) type SrqRef = ARef<Counted<b::ib_srq>>;
+
+impl Counted<b::ib_cq> {
+    /// Calls the CQ's completion handler (without the driver's lock: a
+    /// kernel consumer's handler may poll the CQ at once).
+    pub(crate) fn comp_handler(&self) {
+        // SAFETY: the CQ is alive (the type invariant: a reference is
+        // held); the core set its handler before the create callback.
+        unsafe { b::ferroce_call_comp_handler(self.core()) }
+    }
+}
+
+impl Counted<b::ib_srq> {
+    /// Sends the SRQ's `IB_EVENT_SRQ_LIMIT_REACHED` (without the lock).
+    pub(crate) fn limit_event(&self) {
+        // SAFETY: the SRQ is alive (the type invariant).
+        unsafe { b::ferroce_srq_limit_event(self.core()) }
+    }
+}
+
+/// A counted object's create, as the layer runs it: the first reference
+/// goes to `create`; when it fails, the references it may have handed out
+/// are waited for before the core frees the memory.
+///
+/// # Safety
+/// As for [`Counted::first`]; the data is written with [`Object::init`]
+/// by the caller on success.
+pub(crate) unsafe fn create_counted<C, R>(
+    core: *mut C,
+    create: impl FnOnce(ARef<Counted<C>>) -> Result<R>,
+) -> Result<R> {
+    // SAFETY: forwarded from the caller.
+    let r = create(unsafe { Counted::first(core) });
+    if r.is_err() {
+        // SAFETY: as above; the create failed, the core frees the object.
+        unsafe { Counted::wait_unreferenced(core) };
+    }
+    r
+}
+
+/// A counted object's destroy, as the layer runs it: `destroy` (the
+/// driver's; it takes the object out of its tables and drops its
+/// references), then the wait for the references handed out, then the
+/// data taken back and dropped. When `destroy` fails, the object stays as
+/// it was.
+///
+/// # Safety
+/// `core` is an object of this layer with data `D` whose create
+/// succeeded, in its destroy callback.
+pub(crate) unsafe fn destroy_counted<C, D>(core: *mut C, destroy: impl FnOnce() -> Result) -> Result {
+    destroy()?;
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        Counted::wait_unreferenced(core);
+        drop(Object::<C, D>::take(core));
+    }
+    Ok(())
+}
+
+/// A core structure that names its device.
+pub(crate) trait Core {
+    /// The object's device.
+    ///
+    /// # Safety
+    /// `core` is a live object of a ferroce device.
+    unsafe fn device<'a>(core: *mut Self) -> &'a FerroceDevice;
+}
+
+macro_rules! core_device {
+    ($($t:ty),*) => {$(
+        impl Core for $t {
+            unsafe fn device<'a>(core: *mut Self) -> &'a FerroceDevice {
+                // SAFETY: the caller passes a live object of a ferroce
+                // device, which outlives its objects.
+                unsafe { FerroceDevice::from_ib((*core).device) }
+            }
+        }
+    )*};
+}
+core_device!(b::ib_pd, b::ib_cq, b::ib_srq);
+
+/// A live object of core type `C` and driver data `D`, for one callback
+/// (aliases [`Pd`], [`Cq`], [`Srq`]).
+///
+/// # Invariants
+/// `core` is an object of this layer whose create succeeded and whose
+/// destroy has not begun (or is the callback in progress, before the
+/// data is taken), alive for `'a`.
+pub(crate) struct Live<'a, C: Core, D> {
+    core: *mut C,
+    _p: PhantomData<&'a D>,
+}
+
+/// A live protection domain.
+pub(crate) type Pd<'a, T> = Live<'a, b::ib_pd, <T as Driver>::Pd>;
+/// A live completion queue.
+pub(crate) type Cq<'a, T> = Live<'a, b::ib_cq, <T as Driver>::Cq>;
+/// A live shared receive queue.
+pub(crate) type Srq<'a, T> = Live<'a, b::ib_srq, <T as Driver>::Srq>;
+
+impl<'a, C: Core, D> Live<'a, C, D> {
+    /// # Safety
+    /// As the type invariant says of `core`.
+    pub(crate) unsafe fn from_core(core: *mut C) -> Self {
+        // INVARIANT: guaranteed by the caller.
         Self { core, _p: PhantomData }
     }
 
-    /// The driver's data of the PD.
-    pub(crate) fn data(&self) -> &'a T::Pd {
-        // SAFETY: a live PD (the type's constructor).
-        unsafe { Object::<b::ib_pd, T::Pd>::data(self.core) }
+    /// The driver's data of the object.
+    pub(crate) fn data(&self) -> &'a D {
+        // SAFETY: a live object with its data (the type invariant).
+        unsafe { Object::<C, D>::data(self.core) }
     }
 
-    /// The device the PD belongs to.
+    /// The device the object belongs to.
     pub(crate) fn device(&self) -> &'a FerroceDevice {
-        // SAFETY: a live PD of a ferroce device; the device outlives it.
-        unsafe { FerroceDevice::from_ib((*self.core).device) }
+        // SAFETY: a live object of a ferroce device (the type invariant).
+        unsafe { C::device(self.core) }
     }
 }

@@ -90,16 +90,31 @@ impl<'a, T: Driver> Udata<'a, T> {
     /// The driver's data of the calling process's context (`None` for a
     /// kernel consumer, and in `alloc_ucontext`).
     pub(crate) fn context(&self) -> Option<&'a T::Ucontext> {
+        let uctx = self.raw_context()?;
+        // SAFETY: a live context of `T` (the type invariant).
+        Some(unsafe { Object::<b::ib_ucontext, T::Ucontext>::data(uctx) })
+    }
+
+    /// Refuses driver input: for verbs whose ferroce command carries none
+    /// but whose answer does.
+    pub(crate) fn refuse_driver_input(&self) -> Result {
+        // SAFETY: null or the call's udata (the constructor); the helper
+        // answers 0 for null.
+        if unsafe { b::ferroce_udata_inlen(self.raw) } != 0 {
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
+
+    /// The core's user context of a process's call, in which rings are
+    /// made (`None` for a kernel consumer and in `alloc_ucontext`).
+    pub(super) fn raw_context(&self) -> Option<*mut b::ib_ucontext> {
         if self.raw.is_null() || !self.context_ready {
             return None;
         }
         // SAFETY: the call's udata (the type invariant).
         let uctx = unsafe { b::ferroce_udata_ucontext(self.raw) };
-        if uctx.is_null() {
-            return None;
-        }
-        // SAFETY: a live context of `T` (the type invariant).
-        Some(unsafe { Object::<b::ib_ucontext, T::Ucontext>::data(uctx) })
+        (!uctx.is_null()).then_some(uctx)
     }
 
     /// Copies an answer to the process: as much of it as the process made

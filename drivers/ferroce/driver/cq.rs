@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues: an entry of the device's CQ table. A kernel
+//! consumer's CQ keeps its completions in the entry and is polled through
+//! `poll_cq`; a process's CQ is a ring it maps and polls itself, where the
+//! kernel writes completions (`CqEntry::push`).
+
+use super::Ferroce;
+use crate::net::{self, Notify};
+use crate::quota::{self, Charge, Kind};
+use crate::rdma::mmap::UserRing;
+use crate::rdma::object::{Cq, CqRef};
+use crate::rdma::udata::Udata;
+use crate::rdma::vtable::CqAttr;
+use crate::rdma::wr::WcSink;
+use crate::rdma::{bindings as b, eopnotsupp, FerroceDevice};
+use crate::state::{take_unused, CqEntry, MAX_CQE};
+use kernel::prelude::*;
+
+/// A CQ's data.
+pub(crate) struct CqData {
+    /// Its index in the device's CQ table, which QPs name.
+    pub(crate) index: u32,
+    /// Its share of its user's quota (`None`: the kernel's), given back
+    /// when the data is dropped.
+    _charge: Option<Charge>,
+}
+
+impl CqData {
+    fn index(&self) -> usize {
+        self.index as usize
+    }
+}
+
+/// Makes a CQ. A process's call is answered with its ring's place in the
+/// context's mmap space.
+pub(super) fn create(
+    dev: &FerroceDevice,
+    cq: CqRef,
+    attr: &CqAttr,
+    udata: &mut Udata<'_, Ferroce>,
+) -> Result<(CqData, u32)> {
+    if attr.flags != 0 {
+        return Err(eopnotsupp());
+    }
+    if attr.comp_vector != 0 || attr.cqe == 0 || attr.cqe > MAX_CQE {
+        return Err(EINVAL);
+    }
+    udata.refuse_driver_input()?;
+    // Given back (dropped) if anything below fails.
+    let charge = quota::charge(super::ucontext::account_of(udata), Kind::Cq)?;
+    let (entry, cqe) = if udata.is_user() {
+        let ring = UserRing::new(udata, attr.cqe, b::FERROCE_CQE_SIZE as usize)?;
+        udata.respond(&b::ferroce_create_cq_resp { cq: ring.map() })?;
+        let n = ring.entries();
+        (CqEntry::new_user(cq, ring)?, n)
+    } else {
+        (CqEntry::new(cq, attr.cqe as usize)?, attr.cqe)
+    };
+    let mut st = dev.state.lock();
+    let index = st.alloc_cq(udata.is_user()).ok_or(ENOMEM)?;
+    if let Some(slot) = st.cqs.get_mut(index) {
+        *slot = Some(entry);
+    }
+    Ok((CqData { index: index as u32, _charge: charge }, cqe))
+}
+
+/// Takes a CQ out of its table (`EBUSY` while a QP uses it). Its entry,
+/// with the table's reference and a process's ring (whose unmapping may
+/// sleep), is dropped after the lock.
+pub(super) fn destroy(cq: &Cq<'_, Ferroce>) -> Result {
+    let dev = cq.device();
+    let taken = take_unused(dev.state.lock().cqs.get_mut(cq.data().index()), |c| c.users)?;
+    drop(taken);
+    Ok(())
+}
+
+/// Resizes a CQ, keeping its unread completions (`EINVAL` when they do
+/// not fit).
+pub(super) fn resize(cq: &Cq<'_, Ferroce>, cqe: u32, udata: &mut Udata<'_, Ferroce>) -> Result<u32> {
+    if cqe == 0 || cqe > MAX_CQE {
+        return Err(EINVAL);
+    }
+    udata.refuse_driver_input()?;
+    let dev = cq.device();
+    let index = cq.data().index();
+    let n = if udata.is_user() {
+        // A process's CQ: a new ring, the unread completions moved into
+        // it, the old one unmapped by the provider.
+        let ring = UserRing::new(udata, cqe, b::FERROCE_CQE_SIZE as usize)?;
+        let n = ring.entries();
+        udata.respond(&b::ferroce_resize_cq_resp { cq: ring.map() })?;
+        // Whichever ring is left over is dropped (unmapped, which may
+        // sleep) after the lock.
+        let left = {
+            let mut st = dev.state.lock();
+            match st.cqs.get_mut(index).and_then(|c| c.as_deref_mut()) {
+                None => Err(ring),
+                Some(c) => c.replace_user_ring(ring),
+            }
+        };
+        let _old = left.map_err(|_unused| EINVAL)?;
+        n
+    } else {
+        let ring = CqEntry::alloc_ring(cqe as usize)?;
+        let old = {
+            let mut st = dev.state.lock();
+            let c = st.cqs.get_mut(index).and_then(|c| c.as_deref_mut()).ok_or(EINVAL)?;
+            c.replace_ring(ring).map_err(|_| EINVAL)?
+        };
+        drop(old);
+        cqe
+    };
+    // Completions that waited in the QPs for room move now: the consumer
+    // may wait for them with no traffic to come.
+    doorbell(dev, index);
+    Ok(n)
+}
+
+/// A kernel consumer's poll. A process polls its ring itself: its call
+/// here asks for the completions that waited for room to be moved (none
+/// is returned).
+pub(super) fn poll(cq: &Cq<'_, Ferroce>, out: &mut WcSink<'_>) {
+    let dev = cq.device();
+    let index = cq.data().index();
+    let mut st = dev.state.lock();
+    let Some(c) = st.cqs.get_mut(index).and_then(|c| c.as_deref_mut()) else {
+        return;
+    };
+    if c.user.is_some() {
+        c.set_waiting(false);
+        drop(st);
+        doorbell(dev, index);
+        return;
+    }
+    while out.has_room() {
+        let Some(s) = c.pop() else { break };
+        out.push(&s.cqe, s.qp, s.ip_version);
+    }
+}
+
+/// Arms a CQ; whether completions wait already.
+pub(super) fn req_notify(cq: &Cq<'_, Ferroce>, solicited: bool, report_missed: bool) -> Result<bool> {
+    let dev = cq.device();
+    let mut st = dev.state.lock();
+    let c = st.cqs.get_mut(cq.data().index()).and_then(|c| c.as_deref_mut()).ok_or(EINVAL)?;
+    c.armed = Some(solicited);
+    Ok(report_missed && c.len() > 0)
+}
+
+/// Moves the waiting completions of the QPs using CQ `index` into it
+/// (after its consumer made room), and lets their send sides go on.
+fn doorbell(dev: &FerroceDevice, index: usize) {
+    let mut notify = Notify::new();
+    let mut kicks = KVVec::new();
+    {
+        let mut st = dev.state.lock();
+        // The CQ counts its QPs (one use for each of a QP's send and
+        // receive CQ that is this one): the scan ends at the last of them
+        // rather than at the end of the table.
+        let mut left = st.cqs.get(index).and_then(|c| c.as_deref()).map_or(0, |c| c.users);
+        for qpn in 0..st.qps.len() {
+            if left == 0 {
+                break;
+            }
+            let uses = st
+                .qps
+                .get(qpn)
+                .and_then(|e| e.as_deref())
+                .map_or(0, |e| u32::from(e.send_cq == index) + u32::from(e.recv_cq == index));
+            if uses > 0 {
+                left = left.saturating_sub(uses);
+                net::drain(dev, &mut st, qpn as u32, 0, &mut notify);
+                let _ = kicks.push(qpn as u32, GFP_ATOMIC);
+            }
+        }
+    }
+    notify.run(dev);
+    for qpn in kicks.iter() {
+        net::kick(dev, *qpn, net::KICK_BUDGET_TASK);
+    }
+}

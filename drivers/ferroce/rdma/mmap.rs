@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Rings shared with a process (`include/uapi/rdma/ferroce-abi.h`): memory
+//! the kernel allocates in a user context's mmap space, which the process
+//! maps and writes at any moment.
+
+use super::bindings as b;
+use super::udata::Udata;
+use super::vtable::Driver;
+use kernel::prelude::*;
+use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
+
+
+const _: () = assert!(core::mem::size_of::<b::ferroce_ring_hdr>() == b::FERROCE_RING_HDR_SIZE as usize);
+const _: () = assert!(core::mem::size_of::<b::ferroce_sq_wqe>() == b::FERROCE_SQ_WQE_SIZE as usize);
+const _: () = assert!(core::mem::size_of::<b::ferroce_rq_wqe>() == b::FERROCE_RQ_WQE_SIZE as usize);
+const _: () = assert!(core::mem::size_of::<b::ferroce_cqe>() == b::FERROCE_CQE_SIZE as usize);
+const _: () = assert!(core::mem::offset_of!(b::ferroce_ring_hdr, cons) == 64);
+const _: () = assert!(core::mem::offset_of!(b::ferroce_ring_hdr, kflags) == 128);
+const _: () = assert!(core::mem::offset_of!(b::ferroce_ring_hdr, qp_state) == 132);
+const _: () = assert!(b::FERROCE_RING_MAX_SGE as usize == MAX_SGE_RING && b::FERROCE_RING_MAX_INLINE as usize == MAX_INLINE_RING);
+const MAX_SGE_RING: usize = crate::transport::verbs::MAX_SGE;
+const MAX_INLINE_RING: usize = crate::transport::verbs::MAX_INLINE;
+
+/// A ring in memory a process maps: the header, then `entries` slots of
+/// `stride` bytes. The kernel reaches it through `base` while the ring
+/// exists (the mmap entry keeps the memory until the last mapping and the
+/// driver's reference are gone); everything in it may change under us at
+/// any moment, so every read is one copy and every index is checked.
+pub(crate) struct UserRing {
+    base: *mut u8,
+    entries: u32,
+    stride: usize,
+    entry: *mut b::rdma_user_mmap_entry,
+    offset: u64,
+    map_len: u32,
+}
+
+// SAFETY: the memory is reached only under the device lock (or by the
+// creating/destroying verbs call before/after the object is in a table).
+unsafe impl Send for UserRing {}
+
+impl UserRing {
+    /// A zeroed ring of at least `want` slots (a power of two, at least 1)
+    /// in the mmap space of the context of the process's call `udata`
+    /// (`EINVAL` for a kernel consumer's call).
+    pub(crate) fn new<T: Driver>(udata: &Udata<'_, T>, want: u32, stride: usize) -> Result<Self> {
+        let uctx = udata.raw_context().ok_or(EINVAL)?;
+        let entries = want.max(1).checked_next_power_of_two().ok_or(EINVAL)?;
+        let len = (entries as usize)
+            .checked_mul(stride)
+            .and_then(|x| x.checked_add(b::FERROCE_RING_HDR_SIZE as usize))
+            .ok_or(EINVAL)?;
+        let map_len = u32::try_from(len.next_multiple_of(kernel::page::PAGE_SIZE)).map_err(|_| EINVAL)?;
+        let mut offset = 0u64;
+        let mut entry = core::ptr::null_mut();
+        // SAFETY: the live context of the call in progress, in process
+        // context (`raw_context`); the outputs are ours.
+        let base = unsafe { b::ferroce_ring_create(uctx, len, &mut offset, &mut entry) };
+        if base.is_null() {
+            return Err(ENOMEM);
+        }
+        Ok(Self { base: base.cast(), entries, stride, entry, offset, map_len })
+    }
+
+    pub(crate) fn entries(&self) -> u32 {
+        self.entries
+    }
+
+    /// What the process needs to map it.
+    pub(crate) fn map(&self) -> b::ferroce_ring_map {
+        b::ferroce_ring_map { offset: self.offset, map_len: self.map_len, entries: self.entries }
+    }
+
+    fn hdr(&self) -> *mut b::ferroce_ring_hdr {
+        self.base.cast()
+    }
+
+    /// Where the producer index lives, for a reader that holds no lock
+    /// (`net::linger_wait`; the ring outlives the QP's work item).
+    pub(crate) fn prod_ptr(&self) -> *mut u32 {
+        // SAFETY: the header is inside the live ring (no access here).
+        unsafe { core::ptr::addr_of_mut!((*self.hdr()).prod) }
+    }
+
+    /// The `u32` of the ring's header at `offset` (an `offset_of!` of one
+    /// of its fields). The process may write it at any moment: every
+    /// kernel access to it is atomic, through this view.
+    fn word(&self, offset: usize) -> &Atomic<u32> {
+        let p = self.hdr().cast::<u8>().wrapping_add(offset).cast::<u32>();
+        // SAFETY: callers pass the offset of a `u32` field of the header,
+        // which lies inside the live ring (it lives as long as `self`), so
+        // `p` is valid and 4-byte aligned; no kernel access to it is
+        // non-atomic.
+        unsafe { Atomic::from_ptr(p) }
+    }
+
+    /// The producer index (acquire: slots below it are written).
+    pub(crate) fn prod(&self) -> u32 {
+        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, prod)).load(Acquire)
+    }
+
+    /// The consumer index (acquire: slots below it are done with).
+    pub(crate) fn cons(&self) -> u32 {
+        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, cons)).load(Acquire)
+    }
+
+    pub(crate) fn set_prod(&self, v: u32) {
+        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, prod)).store(v, Release)
+    }
+
+    pub(crate) fn set_cons(&self, v: u32) {
+        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, cons)).store(v, Release)
+    }
+
+    /// `WRITE_ONCE`: a relaxed store.
+    pub(crate) fn set_kflags(&self, v: u32) {
+        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, kflags)).store(v, Relaxed)
+    }
+
+    pub(crate) fn set_qp_state(&self, v: u32) {
+        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, qp_state)).store(v, Relaxed)
+    }
+
+    fn slot(&self, index: u32) -> *mut u8 {
+        let i = (index & (self.entries - 1)) as usize;
+        // SAFETY: `i < entries`, so the slot lies inside the ring's
+        // allocation of header + entries * stride bytes.
+        unsafe { self.base.add(b::FERROCE_RING_HDR_SIZE as usize + i * self.stride) }
+    }
+
+    /// One copy of slot `index` (a plain C structure of integers, for
+    /// which any bytes are a value).
+    pub(crate) fn read<T: Copy>(&self, index: u32) -> T {
+        let mut out = core::mem::MaybeUninit::<T>::zeroed();
+        let n = core::mem::size_of::<T>().min(self.stride);
+        // SAFETY: `n` bytes from the slot into our own buffer; T is one of
+        // the ring's slot structures, valid for any bytes.
+        unsafe {
+            b::ferroce_ring_read(out.as_mut_ptr().cast(), self.slot(index).cast(), n);
+            out.assume_init()
+        }
+    }
+
+    /// Writes slot `index` (the CQ, where the kernel produces).
+    pub(crate) fn write<T: Copy>(&self, index: u32, v: &T) {
+        let n = core::mem::size_of::<T>().min(self.stride);
+        // SAFETY: `n` bytes into the slot, inside the ring.
+        unsafe { core::ptr::copy_nonoverlapping(core::ptr::from_ref(v).cast::<u8>(), self.slot(index), n) }
+    }
+}
+
+impl Drop for UserRing {
+    fn drop(&mut self) {
+        // SAFETY: our entry, removed once; the memory goes when the last
+        // mapping does. Called without the device lock (may sleep).
+        unsafe { b::ferroce_ring_destroy(self.entry) }
+    }
+}
