@@ -9,7 +9,8 @@
 //!   registrations, the device structure, device and port queries, link
 //!   add/delete; [`rdma::bindings`] (the bindgen-generated C declarations)
 //!   and [`rdma::sync`] (the device lock, a `kernel::sync::lock::Backend`);
-//! - [`objects`]: verbs objects and the datapath verbs (the core's callbacks);
+//! - [`driver`]: the verbs, one file per object, on the layer's `Driver`
+//!   trait (safe Rust);
 //! - [`net`]: per-namespace UDP tunnel sockets, encapsulation, receive;
 //! - [`rings`]: the SQ/RQ rings a process shares with the kernel (copied
 //!   once, validated, doorbell flag);
@@ -19,8 +20,8 @@
 //! - [`transport`]: the sans-IO IBTA transport engine, shared verbatim with
 //!   the host crate in `transport/` where it is tested and simulated.
 //!
-//! `unsafe` code lives in the modules that face C (`rdma`, `objects`, `net`,
-//! `rings`, and the page copies in `state`), each block with its proof;
+//! `unsafe` code lives in the modules that face C (`rdma`, and `net` until
+//! it moves there), each block with its proof; `driver`, `state`, `rings`,
 //! `quota`, `device` and the engine have none.
 
 use kernel::prelude::*;
@@ -28,7 +29,6 @@ use kernel::prelude::*;
 mod device;
 mod driver;
 mod net;
-mod objects;
 mod quota;
 mod rdma;
 mod rings;

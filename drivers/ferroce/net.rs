@@ -360,10 +360,7 @@ impl Chain {
 fn defer_kick(dev: &FerroceDevice, qpn: u32) {
     let st = dev.state.lock();
     if let Some(e) = st.qps.get(qpn as usize).and_then(|e| e.as_deref()) {
-        // SAFETY: the work item lives in the core's QP object; queued
-        // under the device lock while the entry is in the table, cancelled
-        // (synchronously) in destroy_qp after the entry left it.
-        unsafe { b::ferroce_qp_work_queue(e.work) };
+        e.core.queue_work();
     }
 }
 
@@ -392,9 +389,7 @@ fn kick_one(dev: &FerroceDevice, qpn: u32, budget: usize, chain: &mut Chain) {
                 // (it enables bottom halves): the QP's work item sends.
                 // SAFETY: reads the CPU's interrupt flag.
                 if unsafe { b::ferroce_irqs_disabled() } {
-                    // SAFETY: as below (queued under the device lock while
-                    // the entry is in the table).
-                    unsafe { b::ferroce_qp_work_queue(e.work) };
+                    e.core.queue_work();
                     return;
                 }
                 if e.tx_busy {
@@ -408,11 +403,7 @@ fn kick_one(dev: &FerroceDevice, qpn: u32, budget: usize, chain: &mut Chain) {
             if sent >= budget {
                 if let Some(e) = st.qp(qpn) {
                     e.tx_busy = false;
-                    // SAFETY: the work item lives in the core's QP object;
-                    // it is queued only under the device lock while the
-                    // entry is in the table, and cancelled (synchronously)
-                    // in destroy_qp after the entry left it.
-                    unsafe { b::ferroce_qp_work_queue(e.work) };
+                    e.core.queue_work();
                 }
                 return;
             }
@@ -507,8 +498,7 @@ fn kick_one(dev: &FerroceDevice, qpn: u32, budget: usize, chain: &mut Chain) {
                         match crate::rings::idle(e) {
                             crate::rings::Idle::Recheck => more = true,
                             crate::rings::Idle::Linger => {
-                                // SAFETY: as for the budget case above.
-                                unsafe { b::ferroce_qp_work_queue(e.work) };
+                                e.core.queue_work();
                             }
                             crate::rings::Idle::Stop => {}
                         }
@@ -725,11 +715,11 @@ fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, len: usize, av: &Av, sport: u
         b::ferroce_skb_pull(skb, start as u32);
         b::ferroce_skb_trim(skb, total as u32);
         if av.ipv6 {
-            b::ferroce_tx_send6(skb, av.net, av.ifindex, av.sip.as_ptr().cast(), av.dip.as_ptr().cast(), av.flow_label.to_be())
+            b::ferroce_tx_send6(skb, av.net.as_ptr(), av.ifindex, av.sip.as_ptr().cast(), av.dip.as_ptr().cast(), av.flow_label.to_be())
         } else {
             let s = u32::from_ne_bytes([av.sip[0], av.sip[1], av.sip[2], av.sip[3]]);
             let d = u32::from_ne_bytes([av.dip[0], av.dip[1], av.dip[2], av.dip[3]]);
-            b::ferroce_tx_send4(skb, av.net, av.ifindex, s, d, av.tclass)
+            b::ferroce_tx_send4(skb, av.net.as_ptr(), av.ifindex, s, d, av.tclass)
         }
     };
     if ret == -113 /* EHOSTUNREACH */ {
@@ -828,10 +818,7 @@ unsafe extern "C" fn encap_rcv(_sk: *mut b::sock, skb: *mut b::sk_buff) -> c_int
 }
 
 /// The QP timer: retransmission, RNR back-off and other engine deadlines.
-pub(crate) unsafe extern "C" fn qp_timer(t: *mut b::timer_list) {
-    // SAFETY: the timer is the `timer` field of a live FerroceQp (it is shut
-    // down before the QP is freed).
-    let (dev, qpn) = unsafe { crate::objects::qp_of_timer(t) };
+pub(crate) fn qp_timer(dev: &FerroceDevice, qpn: u32) {
     let mut notify = Notify::new();
     {
         let mut st = dev.state.lock();
@@ -849,10 +836,7 @@ pub(crate) unsafe extern "C" fn qp_timer(t: *mut b::timer_list) {
 
 /// The QP's work item: continues a send side that had more to send than
 /// one `kick` may send.
-pub(crate) unsafe extern "C" fn qp_work(w: *mut b::work_struct) {
-    // SAFETY: the work item is the `work` field of a live FerroceQp (work
-    // is cancelled before the QP is freed).
-    let (dev, qpn) = unsafe { crate::objects::qp_of_work(w) };
+pub(crate) fn qp_work(dev: &FerroceDevice, qpn: u32) {
     linger_wait(dev, qpn);
     kick(dev, qpn, KICK_BUDGET_TASK);
 }

@@ -12,9 +12,10 @@
 //! LOC_QP_OP_ERR, the rest flush): the damage stays with the process's own
 //! QP.
 
-use crate::rdma::bindings as b;
+#![forbid(unsafe_code)]
+
 use crate::rdma::{Counter, FerroceDevice};
-use crate::rdma::mmap::UserRing;
+use crate::rdma::mmap::{sq_inline, sq_sges, RingRqWqe, RingSqWqe, UserRing, RING_NEED_DB};
 use crate::state::{AhEntry, QpEntry};
 use crate::transport::qp::{QpState, QpType};
 use crate::transport::linger::{Idle as LingerIdle, Linger};
@@ -44,7 +45,7 @@ impl QpRings {
     /// A new QP's rings: the kernel is idle, so the first post rings the
     /// doorbell.
     pub(crate) fn new(sq: UserRing, rq: Option<UserRing>, ud_max_msg: u32, pd: u32) -> Self {
-        sq.set_kflags(b::FERROCE_RING_NEED_DB);
+        sq.set_kflags(RING_NEED_DB);
         Self {
             sq,
             rq,
@@ -62,7 +63,7 @@ impl QpRings {
 }
 
 /// The engine's copy of one SQ slot, or None when the copy is malformed.
-fn send_wqe(w: &b::ferroce_sq_wqe, e: &QpEntry, r: &QpRings, ahs: &[Option<AhEntry>]) -> Option<SendWqe> {
+fn send_wqe(w: &RingSqWqe, e: &QpEntry, r: &QpRings, ahs: &[Option<AhEntry>]) -> Option<SendWqe> {
     let opcode = WrOpcode::from_u32(w.opcode)?;
     let flags = w.send_flags;
     let known = send_flags::FENCE | send_flags::SIGNALED | send_flags::SOLICITED | send_flags::INLINE;
@@ -81,16 +82,13 @@ fn send_wqe(w: &b::ferroce_sq_wqe, e: &QpEntry, r: &QpRings, ahs: &[Option<AhEnt
     };
     if flags & send_flags::INLINE != 0 {
         let n = usize::try_from(w.inline_len).ok().filter(|&n| n <= MAX_INLINE)?;
-        // SAFETY: a union of plain bytes and integers; any bytes are a value.
-        let data = unsafe { &w.__bindgen_anon_1.inline_data };
+        let data = sq_inline(w);
         wqe.inline.get_mut(..n)?.copy_from_slice(data.get(..n)?);
         wqe.inline_len = n as u16;
     } else {
         let n = usize::try_from(w.num_sge).ok().filter(|&n| n <= MAX_SGE && n <= e.max_send_sge as usize)?;
-        // SAFETY: as above.
-        let sge = unsafe { &w.__bindgen_anon_1.sge };
-        for (o, s) in wqe.sg_list.iter_mut().zip(sge.iter()).take(n) {
-            *o = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
+        for (o, s) in wqe.sg_list.iter_mut().zip(sq_sges(w)).take(n) {
+            *o = s;
         }
         wqe.num_sge = n as u8;
     }
@@ -119,7 +117,7 @@ fn send_wqe(w: &b::ferroce_sq_wqe, e: &QpEntry, r: &QpRings, ahs: &[Option<AhEnt
     Some(wqe)
 }
 
-fn recv_wqe(w: &b::ferroce_rq_wqe, max_sge: u32) -> Option<RecvWqe> {
+fn recv_wqe(w: &RingRqWqe, max_sge: u32) -> Option<RecvWqe> {
     let n = usize::try_from(w.num_sge).ok().filter(|&n| n <= MAX_SGE && n <= max_sge as usize)?;
     let mut wqe = RecvWqe { wr_id: w.wr_id, ..RecvWqe::default() };
     for (o, s) in wqe.sg_list.iter_mut().zip(w.sge.iter()).take(n) {
@@ -130,7 +128,7 @@ fn recv_wqe(w: &b::ferroce_rq_wqe, max_sge: u32) -> Option<RecvWqe> {
 }
 
 /// One SRQ slot as a receive WQE; `Err(wr_id)` when it is malformed.
-pub(crate) fn srq_wqe(w: &b::ferroce_rq_wqe, max_sge: u32) -> core::result::Result<RecvWqe, u64> {
+pub(crate) fn srq_wqe(w: &RingRqWqe, max_sge: u32) -> core::result::Result<RecvWqe, u64> {
     recv_wqe(w, max_sge).ok_or(w.wr_id)
 }
 
@@ -155,7 +153,7 @@ pub(crate) fn pull_sq(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntr
     };
     for _ in 0..new {
         let Some(r) = e.rings.as_ref() else { return 0 };
-        let slot: b::ferroce_sq_wqe = r.sq.read(r.sq_taken);
+        let slot: RingSqWqe = r.sq.read(r.sq_taken);
         let mut len = 0;
         let ok = match send_wqe(&slot, e, r, ahs) {
             Some(w) => {
@@ -197,7 +195,7 @@ pub(crate) fn pull_rq(dev: &FerroceDevice, e: &mut QpEntry) {
     };
     for i in 0..new {
         let Some(rq) = e.rings.as_ref().and_then(|r| r.rq.as_ref()) else { return };
-        let slot: b::ferroce_rq_wqe = rq.read(taken.wrapping_add(i));
+        let slot: RingRqWqe = rq.read(taken.wrapping_add(i));
         let ok = match recv_wqe(&slot, e.max_recv_sge) {
             Some(w) => e.qp.post_recv(&w).is_ok(),
             None => false,
@@ -307,7 +305,7 @@ pub(crate) fn idle(e: &mut QpEntry) -> Idle {
 fn ask_doorbell(r: &mut QpRings) -> Idle {
     if !r.need_db {
         r.need_db = true;
-        r.sq.set_kflags(b::FERROCE_RING_NEED_DB);
+        r.sq.set_kflags(RING_NEED_DB);
     }
     // The flag before the index; the process does the mirror image.
     kernel::sync::barrier::smp_mb();

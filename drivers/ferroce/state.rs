@@ -9,7 +9,8 @@
 //! Tables are allocated once, when the device is created, so that nothing
 //! allocates while the lock is held (the receive path runs in softirq).
 
-use crate::rdma::bindings as b;
+#![forbid(unsafe_code)]
+
 use crate::transport::engine::{Qp, RecvSlot, SendSlot};
 use crate::transport::memory::{check_region, needed_access, Key, MemError, Memory, Region};
 use crate::transport::verbs::{access, Cqe, FastReg, RecvWqe};
@@ -18,9 +19,11 @@ use crate::transport::verbs::{access, Cqe, FastReg, RecvWqe};
 use crate::transport::shared_ring;
 use crate::transport::table::alloc_slot;
 use crate::transport::wire::{Bth, Psn, Transport};
-use crate::rdma::mmap::UserRing;
+use crate::rdma::mmap::{ring_cqe, RingCqe, RingRqWqe, UserRing, RING_CQ_WAITING};
+use crate::rdma::mr::{KernelMem, Umem};
 use crate::rdma::object::{CqRef, SrqRef};
-use crate::rdma::wr::QpToken;
+use crate::rdma::qp::QpRef;
+use crate::rdma::wr::{NetNs, QpToken};
 use kernel::prelude::*;
 
 /// Queue pairs per device (QPN 1 is the GSI QP; user QPNs start at 16).
@@ -75,12 +78,8 @@ pub(crate) struct Av {
     pub(crate) hop_limit: u8,
     pub(crate) flow_label: u32,
     pub(crate) ifindex: i32,
-    pub(crate) net: *mut b::net,
+    pub(crate) net: NetNs,
 }
-
-// SAFETY: `net` is only passed back to the networking stack, which pins the
-// namespace while the device (in it) exists.
-unsafe impl Send for Av {}
 
 pub(crate) struct QpEntry {
     pub(crate) qp: EngineQp,
@@ -96,12 +95,9 @@ pub(crate) struct QpEntry {
     pub(crate) max_recv_sge: u32,
     /// `IB_SIGNAL_ALL_WR`.
     pub(crate) sig_all: bool,
-    /// The QP's timer (inside the core's QP object), armed only under the
-    /// device lock while the entry is in the table.
-    pub(crate) timer: *mut b::timer_list,
-    /// The QP's work item (inside the core's QP object), queued only under
-    /// the device lock while the entry is in the table.
-    pub(crate) work: *mut b::work_struct,
+    /// The core's QP: its timer and work item (armed and queued only
+    /// under the device lock while the entry is in the table).
+    pub(crate) core: QpRef,
     /// The deadline the timer is armed for.
     pub(crate) armed_for: Option<u64>,
     /// A `kick` is sending this QP's packets (one at a time keeps order).
@@ -182,14 +178,9 @@ impl QpEntry {
         if want == self.armed_for {
             return;
         }
-        // SAFETY: the timer lives in the core's QP object, set up in
-        // create_qp and shut down in destroy_qp after this entry left the
-        // table; we hold the device lock (see above).
-        unsafe {
-            match want {
-                Some(d) => b::ferroce_timer_arm_ns(self.timer, d),
-                None => b::ferroce_timer_cancel(self.timer),
-            }
+        match want {
+            Some(d) => self.core.arm_timer_ns(d),
+            None => self.core.cancel_timer(),
         }
         self.armed_for = want;
     }
@@ -202,10 +193,6 @@ impl QpEntry {
     }
 }
 
-// SAFETY: `timer` and `work` point into the core's QP object, which
-// outlives the entry (it is removed from the table in destroy_qp before
-// the core frees it).
-unsafe impl Send for QpEntry {}
 
 /// An address handle: where it sends, and the PD it belongs to.
 #[derive(Clone, Copy)]
@@ -283,7 +270,7 @@ impl CqEntry {
         if let Some(r) = &self.user {
             if self.waiting != on {
                 self.waiting = on;
-                r.set_kflags(if on { b::FERROCE_RING_CQ_WAITING } else { 0 });
+                r.set_kflags(if on { RING_CQ_WAITING } else { 0 });
             }
         }
     }
@@ -299,7 +286,7 @@ impl CqEntry {
             return Err(new);
         }
         for i in 0..n {
-            let c: b::ferroce_cqe = old.read(cons.wrapping_add(i));
+            let c: RingCqe = old.read(cons.wrapping_add(i));
             new.write(i, &c);
         }
         new.set_prod(n);
@@ -343,7 +330,7 @@ impl CqEntry {
             if !shared_ring::has_room(self.uprod, r.cons(), r.entries()) {
                 return false;
             }
-            r.write(self.uprod, &user_cqe(&slot.cqe));
+            r.write(self.uprod, &ring_cqe(&slot.cqe));
             self.uprod = self.uprod.wrapping_add(1);
             r.set_prod(self.uprod);
             return true;
@@ -407,24 +394,6 @@ impl CqEntry {
         }
         let _ = kept;
     }
-}
-
-/// A completion in the process's encoding (`ibv_wc`'s fields).
-fn user_cqe(c: &Cqe) -> b::ferroce_cqe {
-    use crate::transport::verbs::wc_flags;
-    // SAFETY: a plain C structure of integers.
-    let mut o: b::ferroce_cqe = unsafe { core::mem::zeroed() };
-    o.wr_id = c.wr_id;
-    o.status = c.status as u32;
-    o.opcode = c.opcode as u32;
-    o.vendor_err = c.vendor_err;
-    o.byte_len = c.byte_len;
-    o.imm_data = if c.wc_flags & wc_flags::WITH_IMM != 0 { c.imm_data.to_be() } else { c.imm_data };
-    o.qp_num = c.qp_num;
-    o.src_qp = c.src_qp;
-    o.wc_flags = c.wc_flags & (wc_flags::GRH | wc_flags::WITH_IMM | wc_flags::WITH_INV);
-    o.pkey_index = c.pkey_index;
-    o
 }
 
 /// A receive WQE given back to its SRQ (`QpEntry::give_back`), in a list
@@ -499,7 +468,7 @@ impl SrqEntry {
     /// caller as an RNR).
     fn pop_user(&mut self, r: &UserRing) -> Option<(core::result::Result<RecvWqe, u64>, bool)> {
         let avail = shared_ring::srq_has_entry(r.prod(), self.taken, r.entries())?;
-        let slot: b::ferroce_rq_wqe = r.read(self.taken);
+        let slot: RingRqWqe = r.read(self.taken);
         self.taken = self.taken.wrapping_add(1);
         r.set_cons(self.taken);
         let left = avail - 1;
@@ -559,9 +528,10 @@ impl SrqEntry {
 pub(crate) enum MrKind {
     /// Kernel virtual addresses (get_dma_mr): only kernel QPs, in the
     /// kernel's PD, can name it.
-    Dma,
+    Dma(KernelMem),
     /// Pinned user pages; `offset` is the region's start within the first.
-    User { pages: KVVec<*mut b::page>, offset: usize },
+    /// Dropped (unpinned, which may sleep) only without the device lock.
+    User { pages: Umem, offset: usize },
     /// A fast-registration region (`alloc_mr`), kernel QPs only: the page
     /// list `map_mr_sg` stored (kernel virtual addresses, ferroce's DMA
     /// addresses, each the start of `page_size` contiguous bytes) and the
@@ -570,6 +540,8 @@ pub(crate) enum MrKind {
 }
 
 pub(crate) struct FastMr {
+    /// Where its pages are (kernel addresses).
+    pub(crate) mem: KernelMem,
     /// `max_num_sg` entries (kmalloc'ed: freed under the lock when an
     /// insertion fails); the first `npages` are mapped.
     pub(crate) pages: KVec<u64>,
@@ -597,24 +569,26 @@ impl FastMr {
         Ok((page.checked_add(in_page).ok_or(MemError::OutOfBounds)?, ps - in_page))
     }
 
-    /// Copies between `buf` (`len` bytes) and the region from byte `off`
-    /// (`to_region`: buf -> region).
-    fn copy(&self, off: u64, buf: *mut u8, len: usize, to_region: bool) -> core::result::Result<(), MemError> {
+    /// Copies the region's bytes from `off` into `dst`, a page at a time
+    /// (each page is `page_size` contiguous kernel bytes).
+    fn read(&self, off: u64, dst: &mut [u8]) -> core::result::Result<(), MemError> {
         let mut done = 0usize;
-        while done < len {
+        while done < dst.len() {
             let (addr, run) = self.at(off.checked_add(done as u64).ok_or(MemError::OutOfBounds)?)?;
-            let n = usize::try_from(run).unwrap_or(usize::MAX).min(len - done);
-            // SAFETY: `addr .. addr + n` lies in one mapped page of the
-            // region: kernel memory the ULP that posted the REG_MR owns
-            // while the region is valid (as for `MrKind::Dma`); `buf + done
-            // .. + n` lies inside the caller's buffer of `len` bytes.
-            unsafe {
-                if to_region {
-                    core::ptr::copy_nonoverlapping(buf.add(done).cast_const(), addr as usize as *mut u8, n);
-                } else {
-                    core::ptr::copy_nonoverlapping(addr as usize as *const u8, buf.add(done), n);
-                }
-            }
+            let n = usize::try_from(run).unwrap_or(usize::MAX).min(dst.len() - done);
+            self.mem.read(addr, dst.get_mut(done..done + n).ok_or(MemError::OutOfBounds)?);
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Copies `src` into the region's bytes from `off`.
+    fn write(&self, off: u64, src: &[u8]) -> core::result::Result<(), MemError> {
+        let mut done = 0usize;
+        while done < src.len() {
+            let (addr, run) = self.at(off.checked_add(done as u64).ok_or(MemError::OutOfBounds)?)?;
+            let n = usize::try_from(run).unwrap_or(usize::MAX).min(src.len() - done);
+            self.mem.write(addr, src.get(done..done + n).ok_or(MemError::OutOfBounds)?);
             done += n;
         }
         Ok(())
@@ -632,9 +606,6 @@ pub(crate) struct MrEntry {
     pub(crate) kind: MrKind,
 }
 
-// SAFETY: the page pointers are pinned by the region's ib_umem until the
-// entry is removed (dereg_mr removes it before releasing the umem).
-unsafe impl Send for MrEntry {}
 
 /// The device's tables.
 pub(crate) struct DevState {
@@ -699,7 +670,7 @@ impl DevState {
             next_srq: 0,
             pds: table(MAX_PD as usize)?,
             // SAFETY: reads a module parameter (a test's start position).
-            next_pd: unsafe { b::ferroce_test_pd_start() } as usize % MAX_PD as usize,
+            next_pd: crate::rdma::test_pd_start() as usize % MAX_PD as usize,
             accounts: crate::quota::Accounts::new(),
             local_buf: {
                 let n = crate::transport::wire::packet::tx_buffer_len(4096);
@@ -751,20 +722,24 @@ impl DevState {
     /// used, so key 0 is always invalid; the key byte is random, and never
     /// the one the index had before, so a freed key does not come back at
     /// once and a key cannot be guessed from the order of registrations.
-    pub(crate) fn insert_mr(&mut self, mut mr: MrEntry) -> Option<u32> {
+    pub(crate) fn insert_mr(&mut self, mut mr: MrEntry) -> core::result::Result<u32, MrEntry> {
         let user = matches!(mr.kind, MrKind::User { .. });
-        let idx = alloc_slot(&self.mrs, &mut self.next_mr, 1, user)?;
-        let gen = self.mr_gen.get_mut(idx)?;
-        // SAFETY: reads the kernel's random number generator.
-        let mut byte = (unsafe { b::ferroce_random_u32() } & 0xff) as u8;
+        let Some(idx) = alloc_slot(&self.mrs, &mut self.next_mr, 1, user) else { return Err(mr) };
+        let Some(gen) = self.mr_gen.get_mut(idx) else { return Err(mr) };
+        let mut byte = (crate::rdma::random_u32() & 0xff) as u8;
         if byte == *gen {
             byte = byte.wrapping_add(1);
         }
         *gen = byte;
         let key = ((idx as u32) << 8) | u32::from(*gen);
         mr.key = key;
-        *self.mrs.get_mut(idx)? = Some(mr);
-        Some(key)
+        match self.mrs.get_mut(idx) {
+            Some(slot) => {
+                *slot = Some(mr);
+                Ok(key)
+            }
+            None => Err(mr),
+        }
     }
 
     /// Removes the region at table index `index` (`key >> 8`: the index
@@ -853,67 +828,41 @@ impl Mem<'_> {
             iova: mr.iova,
             length: mr.length,
             valid: !matches!(&mr.kind, MrKind::Fast(f) if !f.valid),
-            kernel_only: matches!(&mr.kind, MrKind::Dma | MrKind::Fast(_)),
+            kernel_only: matches!(&mr.kind, MrKind::Dma(_) | MrKind::Fast(_)),
         };
         check_region(&region, k, pd, user, needed_access(key, write, atomic), va, len)?;
         Ok(mr)
     }
 }
 
-/// Copies between `buf` and the region's pages starting at byte `off` of
-/// the region (`to_region`: buf -> region).
-fn copy_pages(pages: &[*mut b::page], first: usize, off: u64, buf: *mut u8, len: usize, to_region: bool) -> core::result::Result<(), MemError> {
-    let mut pos = usize::try_from(off).map_err(|_| MemError::OutOfBounds)? + first;
-    let mut done = 0usize;
-    while done < len {
-        let page = *pages.get(pos / PAGE_SIZE).ok_or(MemError::OutOfBounds)?;
-        let in_page = pos % PAGE_SIZE;
-        let n = (PAGE_SIZE - in_page).min(len - done);
-        // SAFETY: `page` is pinned by the region's umem while the entry is
-        // in the table (we hold the device lock); `in_page + n <= PAGE_SIZE`;
-        // `buf + done .. + n` lies inside the caller's buffer of `len` bytes.
-        unsafe {
-            if to_region {
-                b::ferroce_copy_to_page(page, in_page as u32, buf.add(done) as *const _, n as u32);
-            } else {
-                b::ferroce_copy_from_page(buf.add(done).cast(), page, in_page as u32, n as u32);
-            }
-        }
-        pos += n;
-        done += n;
-    }
-    Ok(())
+/// The position in a process's pinned range of byte `off` of its region,
+/// which starts `first` bytes into the first page.
+fn user_pos(off: u64, first: usize) -> core::result::Result<usize, MemError> {
+    usize::try_from(off).ok().and_then(|o| o.checked_add(first)).ok_or(MemError::OutOfBounds)
 }
 
 impl Memory for Mem<'_> {
     fn read(&mut self, pd: u32, key: Key, va: u64, dst: &mut [u8]) -> core::result::Result<(), MemError> {
         let mr = self.lookup(pd, key, va, dst.len() as u64, false)?;
         match &mr.kind {
-            MrKind::Dma => {
-                // SAFETY: a DMA region is only usable from the kernel's own
-                // PD; kernel ULPs pass kernel virtual addresses of buffers
-                // they own for the duration of the work request.
-                unsafe { core::ptr::copy_nonoverlapping(va as usize as *const u8, dst.as_mut_ptr(), dst.len()) };
+            MrKind::Dma(mem) => {
+                mem.read(va, dst);
                 Ok(())
             }
-            MrKind::User { pages, offset } => copy_pages(pages, *offset, va - mr.iova, dst.as_mut_ptr(), dst.len(), false),
-            MrKind::Fast(f) => f.copy(va - mr.iova, dst.as_mut_ptr(), dst.len(), false),
+            MrKind::User { pages, offset } => pages.read(user_pos(va - mr.iova, *offset)?, dst),
+            MrKind::Fast(f) => f.read(va - mr.iova, dst),
         }
     }
 
     fn write(&mut self, pd: u32, key: Key, va: u64, src: &[u8]) -> core::result::Result<(), MemError> {
         let mr = self.lookup(pd, key, va, src.len() as u64, true)?;
         match &mr.kind {
-            MrKind::Dma => {
-                // SAFETY: as in `read`, for a buffer the kernel ULP posted
-                // for receiving.
-                unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), va as usize as *mut u8, src.len()) };
+            MrKind::Dma(mem) => {
+                mem.write(va, src);
                 Ok(())
             }
-            MrKind::User { pages, offset } => {
-                copy_pages(pages, *offset, va - mr.iova, src.as_ptr().cast_mut(), src.len(), true)
-            }
-            MrKind::Fast(f) => f.copy(va - mr.iova, src.as_ptr().cast_mut(), src.len(), true),
+            MrKind::User { pages, offset } => pages.write(user_pos(va - mr.iova, *offset)?, src),
+            MrKind::Fast(f) => f.write(va - mr.iova, src),
         }
     }
 
@@ -922,13 +871,7 @@ impl Memory for Mem<'_> {
     }
 
     fn compare_swap(&mut self, pd: u32, rkey: u32, va: u64, compare: u64, swap: u64) -> core::result::Result<u64, MemError> {
-        self.atomic(pd, rkey, va, |page, off| {
-            // SAFETY: see `atomic`.
-            unsafe { b::ferroce_page_cmpxchg(page, off, compare, swap) }
-        }, |p| {
-            // SAFETY: see `atomic`.
-            unsafe { b::ferroce_va_cmpxchg(p, compare, swap) }
-        })
+        self.atomic(pd, rkey, va, |m, addr| m.compare_swap(addr, compare, swap), |u, pos| u.compare_swap(pos, compare, swap))
     }
 
     fn invalidate(&mut self, pd: u32, rkey: u32) -> core::result::Result<(), MemError> {
@@ -995,42 +938,29 @@ impl Memory for Mem<'_> {
     }
 
     fn fetch_add(&mut self, pd: u32, rkey: u32, va: u64, add: u64) -> core::result::Result<u64, MemError> {
-        self.atomic(pd, rkey, va, |page, off| {
-            // SAFETY: see `atomic`.
-            unsafe { b::ferroce_page_fetch_add(page, off, add) }
-        }, |p| {
-            // SAFETY: see `atomic`.
-            unsafe { b::ferroce_va_fetch_add(p, add) }
-        })
+        self.atomic(pd, rkey, va, |m, addr| m.fetch_add(addr, add), |u, pos| u.fetch_add(pos, add))
     }
 }
 
 impl Mem<'_> {
-    /// Runs an 8-byte atomic on the region: `on_page` for pinned pages (the
-    /// page pointer and the in-page offset, 8-byte aligned so inside one
-    /// page), `on_va` for kernel memory.
+    /// Runs an 8-byte atomic on the region: `on_kernel` for kernel memory
+    /// (the address), `on_user` for pinned pages (the aligned position in
+    /// the pinned range, so inside one page).
     fn atomic(
         &mut self,
         pd: u32,
         rkey: u32,
         va: u64,
-        on_page: impl FnOnce(*mut b::page, u32) -> u64,
-        on_va: impl FnOnce(*mut u64) -> u64,
+        on_kernel: impl FnOnce(&KernelMem, u64) -> core::result::Result<u64, MemError>,
+        on_user: impl FnOnce(&Umem, usize) -> core::result::Result<u64, MemError>,
     ) -> core::result::Result<u64, MemError> {
         if !va.is_multiple_of(8) {
             return Err(MemError::Misaligned);
         }
         let mr = self.lookup_need(pd, Key::Remote(rkey), va, 8, true, true)?;
         match &mr.kind {
-            MrKind::Dma => Ok(on_va(va as usize as *mut u64)),
-            MrKind::User { pages, offset } => {
-                let pos = usize::try_from(va - mr.iova).map_err(|_| MemError::OutOfBounds)? + offset;
-                if pos % 8 != 0 {
-                    return Err(MemError::Misaligned);
-                }
-                let page = *pages.get(pos / PAGE_SIZE).ok_or(MemError::OutOfBounds)?;
-                Ok(on_page(page, (pos % PAGE_SIZE) as u32))
-            }
+            MrKind::Dma(mem) => on_kernel(mem, va),
+            MrKind::User { pages, offset } => on_user(pages, user_pos(va - mr.iova, *offset)?),
             MrKind::Fast(f) => {
                 let (addr, run) = f.at(va - mr.iova)?;
                 // Pages are at least PAGE_SIZE aligned, `va` is 8-aligned,
@@ -1039,7 +969,7 @@ impl Mem<'_> {
                 if addr % 8 != 0 || run < 8 {
                     return Err(MemError::Misaligned);
                 }
-                Ok(on_va(addr as usize as *mut u64))
+                on_kernel(&f.mem, addr)
             }
         }
     }

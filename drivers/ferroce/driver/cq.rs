@@ -8,12 +8,12 @@
 use super::Ferroce;
 use crate::net::{self, Notify};
 use crate::quota::{self, Charge, Kind};
-use crate::rdma::mmap::UserRing;
+use crate::rdma::mmap::{UserRing, CQE_SIZE};
 use crate::rdma::object::{Cq, CqRef};
-use crate::rdma::udata::Udata;
+use crate::rdma::udata::{CreateCqResp, ResizeCqResp, Udata};
 use crate::rdma::vtable::CqAttr;
 use crate::rdma::wr::WcSink;
-use crate::rdma::{bindings as b, eopnotsupp, FerroceDevice};
+use crate::rdma::{eopnotsupp, FerroceDevice};
 use crate::state::{take_unused, CqEntry, MAX_CQE};
 use kernel::prelude::*;
 
@@ -50,8 +50,8 @@ pub(super) fn create(
     // Given back (dropped) if anything below fails.
     let charge = quota::charge(super::ucontext::account_of(udata), Kind::Cq)?;
     let (entry, cqe) = if udata.is_user() {
-        let ring = UserRing::new(udata, attr.cqe, b::FERROCE_CQE_SIZE as usize)?;
-        udata.respond(&b::ferroce_create_cq_resp { cq: ring.map() })?;
+        let ring = UserRing::new(udata, attr.cqe, CQE_SIZE)?;
+        udata.respond(&CreateCqResp { cq: ring.map() })?;
         let n = ring.entries();
         (CqEntry::new_user(cq, ring)?, n)
     } else {
@@ -87,9 +87,9 @@ pub(super) fn resize(cq: &Cq<'_, Ferroce>, cqe: u32, udata: &mut Udata<'_, Ferro
     let n = if udata.is_user() {
         // A process's CQ: a new ring, the unread completions moved into
         // it, the old one unmapped by the provider.
-        let ring = UserRing::new(udata, cqe, b::FERROCE_CQE_SIZE as usize)?;
+        let ring = UserRing::new(udata, cqe, CQE_SIZE)?;
         let n = ring.entries();
-        udata.respond(&b::ferroce_resize_cq_resp { cq: ring.map() })?;
+        udata.respond(&ResizeCqResp { cq: ring.map() })?;
         // Whichever ring is left over is dropped (unmapped, which may
         // sleep) after the lock.
         let left = {

@@ -1,18 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! ferroce's verbs in safe Rust, on the layer's [`Driver`] trait: one file
-//! per object, as rdma_rxe's `rxe_*.c`. The objects not moved here yet (QP,
-//! MR) are `objects.rs`'s.
+//! per object, as rdma_rxe's `rxe_*.c`.
 
 #![deny(unsafe_code)]
 
 mod ah;
 pub(crate) mod cq;
+pub(crate) mod mr;
 pub(crate) mod pd;
+pub(crate) mod qp;
 pub(crate) mod srq;
 pub(crate) mod ucontext;
 
-use crate::rdma::object::{Cq, CqRef, Pd, Srq, SrqRef};
+use crate::rdma::mr::{KernelMem, PageStage};
+use crate::rdma::object::{Cq, CqRef, Mr, Pd, Srq, SrqRef};
+use crate::rdma::qp::{Qp, QpAttrIn, QpInit, QpQuery, QpRef, SendWrs};
 use crate::rdma::udata::Udata;
 use crate::rdma::vtable::{CqAttr, Driver, SrqAttr};
 use crate::rdma::wr::{AhAttr, RecvWrs, WcSink};
@@ -29,6 +32,10 @@ impl Driver for Ferroce {
     type Ah = ah::AhData;
     type Cq = cq::CqData;
     type Srq = srq::SrqData;
+    type Mr = mr::MrData;
+    type Qp = qp::QpData;
+
+    const MAX_MR_PAGE_SIZE: u64 = crate::state::MAX_FAST_PAGE_SIZE;
 
     fn alloc_ucontext(dev: &FerroceDevice, udata: &mut Udata<'_, Self>) -> Result<ucontext::UcontextData> {
         ucontext::alloc(dev, udata)
@@ -108,5 +115,68 @@ impl Driver for Ferroce {
 
     fn post_srq_recv(srq: &Srq<'_, Self>, wrs: &mut RecvWrs<'_>) -> Result {
         srq::post_recv(srq, wrs)
+    }
+
+    fn reg_user_mr(
+        pd: &Pd<'_, Self>,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: u32,
+        udata: &mut Udata<'_, Self>,
+    ) -> Result<(mr::MrData, u32)> {
+        mr::reg_user(pd, start, length, iova, access, udata)
+    }
+
+    fn get_dma_mr(pd: &Pd<'_, Self>, access: u32, mem: KernelMem) -> Result<(mr::MrData, u32)> {
+        mr::get_dma(pd, access, mem)
+    }
+
+    fn alloc_mr(pd: &Pd<'_, Self>, max_num_sg: u32, mem: KernelMem) -> Result<(mr::MrData, u32)> {
+        mr::alloc(pd, max_num_sg, mem)
+    }
+
+    fn page_stage(mr: &mr::MrData) -> Option<&PageStage> {
+        mr.stage.as_ref()
+    }
+
+    fn map_mr_sg(mr: &Mr<'_, Self>, page_size: u64, iova: u64) -> Result {
+        mr::map_sg(mr, page_size, iova)
+    }
+
+    fn dereg_mr(mr: &Mr<'_, Self>) -> Result {
+        mr::dereg(mr)
+    }
+
+    fn create_qp(qp: QpRef, init: &mut QpInit<'_, Self>, udata: &mut Udata<'_, Self>) -> Result<qp::QpData> {
+        qp::create(qp, init, udata)
+    }
+
+    fn modify_qp(qp: &Qp<'_, Self>, attr: &QpAttrIn<'_>, udata: &mut Udata<'_, Self>) -> Result {
+        qp::modify(qp, attr, udata)
+    }
+
+    fn query_qp(qp: &Qp<'_, Self>) -> Result<QpQuery> {
+        qp::query(qp)
+    }
+
+    fn destroy_qp(qp: &Qp<'_, Self>) -> Result {
+        qp::destroy(qp)
+    }
+
+    fn post_send(qp: &Qp<'_, Self>, wrs: &mut SendWrs<'_, Self>) -> Result {
+        qp::post_send(qp, wrs)
+    }
+
+    fn post_recv(qp: &Qp<'_, Self>, wrs: &mut RecvWrs<'_>) -> Result {
+        qp::post_recv(qp, wrs)
+    }
+
+    fn qp_timer(dev: &FerroceDevice, qpn: u32) {
+        crate::net::qp_timer(dev, qpn)
+    }
+
+    fn qp_work(dev: &FerroceDevice, qpn: u32) {
+        crate::net::qp_work(dev, qpn)
     }
 }

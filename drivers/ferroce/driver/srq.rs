@@ -6,12 +6,12 @@
 
 use super::Ferroce;
 use crate::quota::{self, Charge, Kind};
-use crate::rdma::mmap::UserRing;
+use crate::rdma::mmap::{UserRing, RQ_WQE_SIZE};
 use crate::rdma::object::{Srq, SrqRef};
-use crate::rdma::udata::Udata;
+use crate::rdma::udata::{CreateSrqResp, Udata};
 use crate::rdma::vtable::SrqAttr;
 use crate::rdma::wr::RecvWrs;
-use crate::rdma::{bindings as b, eopnotsupp, FerroceDevice};
+use crate::rdma::{eopnotsupp, FerroceDevice};
 use crate::state::{take_unused, SrqEntry, MAX_QP_WR};
 use crate::transport::verbs::{RecvWqe, MAX_SGE};
 use kernel::prelude::*;
@@ -46,8 +46,8 @@ pub(super) fn create(
     // Given back (dropped) if anything below fails.
     let charge = quota::charge(super::ucontext::account_of(udata), Kind::Srq)?;
     let entry = if udata.is_user() {
-        let ring = UserRing::new(udata, attr.max_wr, b::FERROCE_RQ_WQE_SIZE as usize)?;
-        udata.respond(&b::ferroce_create_srq_resp { srq: ring.map() })?;
+        let ring = UserRing::new(udata, attr.max_wr, RQ_WQE_SIZE)?;
+        udata.respond(&CreateSrqResp { srq: ring.map() })?;
         attr.max_wr = ring.entries();
         SrqEntry::new_user(srq, ring, attr.max_sge, attr.srq_limit)?
     } else {

@@ -7,6 +7,7 @@
 use super::bindings as b;
 use super::udata::Udata;
 use super::vtable::Driver;
+use crate::transport::verbs::{Cqe, Sge};
 use kernel::prelude::*;
 use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
 
@@ -21,6 +22,54 @@ const _: () = assert!(core::mem::offset_of!(b::ferroce_ring_hdr, qp_state) == 13
 const _: () = assert!(b::FERROCE_RING_MAX_SGE as usize == MAX_SGE_RING && b::FERROCE_RING_MAX_INLINE as usize == MAX_INLINE_RING);
 const MAX_SGE_RING: usize = crate::transport::verbs::MAX_SGE;
 const MAX_INLINE_RING: usize = crate::transport::verbs::MAX_INLINE;
+
+/// The slot sizes of the rings (ferroce-abi.h): completions, send and
+/// receive work requests.
+pub(crate) const CQE_SIZE: usize = b::FERROCE_CQE_SIZE as usize;
+pub(crate) const SQ_WQE_SIZE: usize = b::FERROCE_SQ_WQE_SIZE as usize;
+pub(crate) const RQ_WQE_SIZE: usize = b::FERROCE_RQ_WQE_SIZE as usize;
+
+/// The rings' slots (ferroce-abi.h): a completion, a send and a receive
+/// work request, and the header's flags.
+pub(crate) use super::bindings::{ferroce_cqe as RingCqe, ferroce_rq_wqe as RingRqWqe, ferroce_sq_wqe as RingSqWqe};
+pub(crate) const RING_NEED_DB: u32 = b::FERROCE_RING_NEED_DB;
+pub(crate) const RING_CQ_WAITING: u32 = b::FERROCE_RING_CQ_WAITING;
+
+/// The inline payload bytes of a send slot (meaningful when its flags say
+/// inline; the union's other member otherwise).
+pub(crate) fn sq_inline(w: &RingSqWqe) -> &[u8] {
+    // SAFETY: a union of plain bytes and integers in our own copy of the
+    // slot; any bytes are a value of either member.
+    unsafe { &w.__bindgen_anon_1.inline_data }
+}
+
+/// The gather list of a send slot (meaningful when not inline).
+pub(crate) fn sq_sges(w: &RingSqWqe) -> impl Iterator<Item = Sge> + '_ {
+    // SAFETY: as in `sq_inline`.
+    let sge = unsafe { &w.__bindgen_anon_1.sge };
+    sge.iter().map(|s| Sge { addr: s.addr, length: s.length, lkey: s.lkey })
+}
+
+/// Where a ring is in the context's mmap space (ferroce-abi.h).
+pub(crate) use super::bindings::ferroce_ring_map as RingMap;
+
+/// A completion in the process's encoding (`ibv_wc`'s fields).
+pub(crate) fn ring_cqe(c: &Cqe) -> b::ferroce_cqe {
+    use crate::transport::verbs::wc_flags;
+    // SAFETY: a plain C structure of integers.
+    let mut o: b::ferroce_cqe = unsafe { core::mem::zeroed() };
+    o.wr_id = c.wr_id;
+    o.status = c.status as u32;
+    o.opcode = c.opcode as u32;
+    o.vendor_err = c.vendor_err;
+    o.byte_len = c.byte_len;
+    o.imm_data = if c.wc_flags & wc_flags::WITH_IMM != 0 { c.imm_data.to_be() } else { c.imm_data };
+    o.qp_num = c.qp_num;
+    o.src_qp = c.src_qp;
+    o.wc_flags = c.wc_flags & (wc_flags::GRH | wc_flags::WITH_IMM | wc_flags::WITH_INV);
+    o.pkey_index = c.pkey_index;
+    o
+}
 
 /// A ring in memory a process maps: the header, then `entries` slots of
 /// `stride` bytes. The kernel reaches it through `base` while the ring

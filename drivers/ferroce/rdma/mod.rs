@@ -6,14 +6,15 @@
 //! ([`sync`]), the objects the core allocates with the counted references
 //! their destroys wait for ([`object`]), the trait the driver implements
 //! and its C callbacks ([`vtable`]), the rings a process maps ([`mmap`]).
-//! The other modules that face C are `objects.rs` (QP and MR verbs),
-//! `net.rs` (sockets and packets), `rings.rs` and the page copies of
-//! `state.rs`; `driver/`, `device.rs`, `quota.rs` and the transport engine
-//! are safe Rust.
+//! The other modules that face C are `net.rs` (sockets and packets),
+//! `rings.rs` and the page copies of `state.rs`; `driver/`, `device.rs`,
+//! `quota.rs` and the transport engine are safe Rust.
 
 pub(crate) mod bindings;
 pub(crate) mod mmap;
+pub(crate) mod mr;
 pub(crate) mod object;
+pub(crate) mod qp;
 pub(crate) mod sync;
 pub(crate) mod udata;
 pub(crate) mod vtable;
@@ -22,7 +23,6 @@ pub(crate) mod wr;
 use crate::device;
 use self::bindings as b;
 use crate::net;
-use crate::objects;
 use crate::quota::Kind;
 use crate::state::{self, DevState};
 use self::sync::BhLock;
@@ -378,6 +378,18 @@ impl FerroceDevice {
     }
 }
 
+/// A random number from the kernel's generator (`get_random_u32`).
+pub(crate) fn random_u32() -> u32 {
+    // SAFETY: no arguments; callable in any context.
+    unsafe { b::ferroce_random_u32() }
+}
+
+/// The module parameter a test sets: where the PD table's cursor starts.
+pub(crate) fn test_pd_start() -> u32 {
+    // SAFETY: reads a module parameter.
+    unsafe { b::ferroce_test_pd_start() }
+}
+
 /// EOPNOTSUPP, which the kernel crate does not name.
 pub(crate) fn eopnotsupp() -> Error {
     Error::from_errno(-95)
@@ -409,21 +421,8 @@ fn device_ops() -> b::ib_device_ops {
     ops.dealloc_driver = Some(dealloc_driver);
     ops.alloc_hw_port_stats = Some(alloc_hw_port_stats);
     ops.get_hw_stats = Some(get_hw_stats);
-    // The verbs behind the Driver trait (user context, PD, AH, CQ, SRQ); the others are still
-    // objects.rs's callbacks.
+    // The verbs: the Driver trait's callbacks.
     vtable::Adapter::<crate::driver::Ferroce>::fill(&mut ops);
-    ops.create_qp = Some(objects::create_qp);
-    ops.modify_qp = Some(objects::modify_qp);
-    ops.query_qp = Some(objects::query_qp);
-    ops.destroy_qp = Some(objects::destroy_qp);
-    ops.post_send = Some(objects::post_send);
-    ops.post_recv = Some(objects::post_recv);
-    ops.reg_user_mr = Some(objects::reg_user_mr);
-    ops.get_dma_mr = Some(objects::get_dma_mr);
-    ops.alloc_mr = Some(objects::alloc_mr);
-    ops.map_mr_sg = Some(objects::map_mr_sg);
-    ops.dereg_mr = Some(objects::dereg_mr);
-    ops.size_ib_qp = objects::SIZE_QP;
     ops
 }
 

@@ -7,8 +7,11 @@
 //! driver's create returned it, and takes it back in the destroy callback,
 //! so zeroed memory is never read as driver data.
 //!
-//! Drivers see an object through a borrowed view ([`Pd`]) that lives for
-//! one callback.
+//! Drivers see an object through a borrowed view ([`Live`]: [`Pd`], [`Cq`],
+//! [`Srq`], [`Mr`], `Qp`) that lives for one callback, and keep counted
+//! references ([`CqRef`], [`SrqRef`], `QpRef`) to the objects whose
+//! callbacks run after their lock is dropped; a destroy waits for them
+//! ([`Counted`]).
 
 use super::bindings as b;
 use super::vtable::Driver;
@@ -29,12 +32,12 @@ use kernel::types::Opaque;
 /// (written by [`Object::init`]) until [`Object::take`] in the destroy
 /// callback; in between, the core passes the object to no create again.
 #[repr(C)]
-pub(crate) struct Object<C, D> {
+pub(crate) struct Object<C: Core, D> {
     head: Counted<C>,
     data: MaybeUninit<D>,
 }
 
-impl<C, D> Object<C, D> {
+impl<C: Core, D> Object<C, D> {
     /// The size the device ops name for the core to allocate (with
     /// `kzalloc`, whose alignment is at least 8 bytes: checked at compile
     /// time against the object's).
@@ -68,6 +71,29 @@ impl<C, D> Object<C, D> {
         unsafe { (*core.cast::<Self>()).data.assume_init_read() }
     }
 
+    /// A zeroed object that the driver allocates itself, as the core
+    /// wants for MRs (freed with [`Self::free`]).
+    pub(crate) fn alloc_zeroed() -> Result<*mut C> {
+        let mut obj = KBox::<Self>::new_uninit(GFP_KERNEL_ACCOUNT)?;
+        // SAFETY: one `Self` of room; all-zero bytes are the core
+        // structure's initial state (what the core's own `kzalloc` gives
+        // the objects it allocates) and an unset count, and `data` stays
+        // uninitialised until `init`.
+        unsafe { obj.as_mut_ptr().write_bytes(0, 1) };
+        Ok(KBox::into_raw(obj).cast())
+    }
+
+    /// Frees an object from [`Self::alloc_zeroed`], its data not
+    /// initialised or already taken.
+    ///
+    /// # Safety
+    /// `core` came from [`Self::alloc_zeroed`] and is not used again.
+    pub(crate) unsafe fn free(core: *mut C) {
+        // SAFETY: the allocation `alloc_zeroed` made (the caller); a
+        // `MaybeUninit` drops nothing inside it.
+        drop(unsafe { KBox::from_raw(core.cast::<MaybeUninit<Self>>()) });
+    }
+
     /// The driver data of a live object.
     ///
     /// # Safety
@@ -94,22 +120,25 @@ impl<C, D> Object<C, D> {
 /// While `refs` is above 0, the object is alive: its destroy callback has
 /// not returned.
 #[repr(C)]
-pub(crate) struct Counted<C> {
+pub(crate) struct Counted<C: Core> {
     core: Opaque<C>,
     refs: AtomicU32,
+    /// What the layer keeps beside the core's structure from before the
+    /// driver's create (a QP's timer and work item).
+    pub(super) extra: C::Extra,
 }
 
 // SAFETY: a `Counted` is only reached through `&` (a reference count, and
 // the core's own callbacks that the core calls from any context); the
 // core's structure is behind `Opaque`, never read as Rust data.
-unsafe impl<C> Send for Counted<C> {}
+unsafe impl<C: Core> Send for Counted<C> {}
 // SAFETY: as above.
-unsafe impl<C> Sync for Counted<C> {}
+unsafe impl<C: Core> Sync for Counted<C> {}
 
 // SAFETY: `refs` counts every `ARef` (the first one made by `first`, the
 // others by `inc_ref`), and the destroy callback waits for it to reach 0
 // before the core may free the object, so the object outlives them all.
-unsafe impl<C> AlwaysRefCounted for Counted<C> {
+unsafe impl<C: Core> AlwaysRefCounted for Counted<C> {
     fn inc_ref(&self) {
         // A new reference from an existing one (as `Arc::clone`).
         self.refs.fetch_add(1, Ordering::Relaxed);
@@ -123,7 +152,7 @@ unsafe impl<C> AlwaysRefCounted for Counted<C> {
     }
 }
 
-impl<C> Counted<C> {
+impl<C: Core> Counted<C> {
     /// The first reference to a new object, for the driver's create.
     ///
     /// # Safety
@@ -158,8 +187,23 @@ impl<C> Counted<C> {
         }
     }
 
-    fn core(&self) -> *mut C {
+    pub(super) fn core(&self) -> *mut C {
         self.core.get()
+    }
+
+    /// The layer's part beside the core's structure.
+    pub(super) fn extra(&self) -> &C::Extra {
+        &self.extra
+    }
+
+    /// The counted header of the core structure `core`.
+    ///
+    /// # Safety
+    /// `core` is an object of this layer, alive for `'a`.
+    pub(super) unsafe fn of<'a>(core: *mut C) -> &'a Self {
+        // SAFETY: `core` is the first field of a `#[repr(C)]` Counted
+        // (the caller); only `&` access through atomics and `Opaque`.
+        unsafe { &*core.cast::<Self>() }
     }
 
     /// Whether two references name the same object.
@@ -199,7 +243,7 @@ impl Counted<b::ib_srq> {
 /// # Safety
 /// As for [`Counted::first`]; the data is written with [`Object::init`]
 /// by the caller on success.
-pub(crate) unsafe fn create_counted<C, R>(
+pub(crate) unsafe fn create_counted<C: Core, R>(
     core: *mut C,
     create: impl FnOnce(ARef<Counted<C>>) -> Result<R>,
 ) -> Result<R> {
@@ -221,7 +265,7 @@ pub(crate) unsafe fn create_counted<C, R>(
 /// # Safety
 /// `core` is an object of this layer with data `D` whose create
 /// succeeded, in its destroy callback.
-pub(crate) unsafe fn destroy_counted<C, D>(core: *mut C, destroy: impl FnOnce() -> Result) -> Result {
+pub(crate) unsafe fn destroy_counted<C: Core, D>(core: *mut C, destroy: impl FnOnce() -> Result) -> Result {
     destroy()?;
     // SAFETY: guaranteed by the caller.
     unsafe {
@@ -232,7 +276,12 @@ pub(crate) unsafe fn destroy_counted<C, D>(core: *mut C, destroy: impl FnOnce() 
 }
 
 /// A core structure that names its device.
-pub(crate) trait Core {
+pub(crate) trait Core: Sized {
+    /// What the layer keeps beside it (valid when all zeroes: the core
+    /// allocates it with `kzalloc`).
+    type Extra;
+
+
     /// The object's device.
     ///
     /// # Safety
@@ -243,6 +292,8 @@ pub(crate) trait Core {
 macro_rules! core_device {
     ($($t:ty),*) => {$(
         impl Core for $t {
+            type Extra = ();
+
             unsafe fn device<'a>(core: *mut Self) -> &'a FerroceDevice {
                 // SAFETY: the caller passes a live object of a ferroce
                 // device, which outlives its objects.
@@ -251,10 +302,10 @@ macro_rules! core_device {
         }
     )*};
 }
-core_device!(b::ib_pd, b::ib_cq, b::ib_srq);
+core_device!(b::ib_ucontext, b::ib_pd, b::ib_ah, b::ib_cq, b::ib_srq, b::ib_mr);
 
 /// A live object of core type `C` and driver data `D`, for one callback
-/// (aliases [`Pd`], [`Cq`], [`Srq`]).
+/// (aliases [`Pd`], [`Cq`], [`Srq`], [`Mr`]).
 ///
 /// # Invariants
 /// `core` is an object of this layer whose create succeeded and whose
@@ -271,6 +322,8 @@ pub(crate) type Pd<'a, T> = Live<'a, b::ib_pd, <T as Driver>::Pd>;
 pub(crate) type Cq<'a, T> = Live<'a, b::ib_cq, <T as Driver>::Cq>;
 /// A live shared receive queue.
 pub(crate) type Srq<'a, T> = Live<'a, b::ib_srq, <T as Driver>::Srq>;
+/// A live memory region.
+pub(crate) type Mr<'a, T> = Live<'a, b::ib_mr, <T as Driver>::Mr>;
 
 impl<'a, C: Core, D> Live<'a, C, D> {
     /// # Safety
@@ -284,6 +337,11 @@ impl<'a, C: Core, D> Live<'a, C, D> {
     pub(crate) fn data(&self) -> &'a D {
         // SAFETY: a live object with its data (the type invariant).
         unsafe { Object::<C, D>::data(self.core) }
+    }
+
+    /// The core's structure (for the layer's own accessors).
+    pub(super) fn core_ptr(&self) -> *mut C {
+        self.core
     }
 
     /// The device the object belongs to.

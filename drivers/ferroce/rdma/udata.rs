@@ -17,6 +17,13 @@ pub(crate) use super::bindings::ferroce_alloc_ucontext_resp as AllocUcontextResp
 /// provider names in its UD work requests).
 pub(crate) use super::bindings::ferroce_create_ah_resp as CreateAhResp;
 
+/// ferroce's answers to a process's create and resize CQ, create QP and
+/// create SRQ: where their rings are in the context's mmap space.
+pub(crate) use super::bindings::{
+    ferroce_create_cq_resp as CreateCqResp, ferroce_create_qp_resp as CreateQpResp,
+    ferroce_create_srq_resp as CreateSrqResp, ferroce_resize_cq_resp as ResizeCqResp,
+};
+
 /// A driver answer that may be copied to a process as bytes.
 ///
 /// # Safety

@@ -5,12 +5,14 @@
 //!
 //! Each callback turns the core's pointers into the layer's typed views,
 //! calls the driver, and writes its result into the core's object (see
-//! [`Object`]). The verbs not yet behind the trait are `objects.rs`'s
-//! callbacks, which [`super::device_ops`] still names directly.
+//! [`Object`]). [`Adapter::fill`] sets every verb's slot of
+//! `ib_device_ops` and the object sizes in one place.
 
 use super::bindings as b;
 use super::errno;
-use super::object::{create_counted, destroy_counted, Cq, CqRef, Object, Pd, Srq, SrqRef};
+use super::mr::{KernelMem, PageStage};
+use super::object::{create_counted, destroy_counted, Cq, CqRef, Mr, Object, Pd, Srq, SrqRef};
+use super::qp::{init_hooks, shutdown_hooks, write_query, Qp, QpAttrIn, QpInit, QpQuery, QpRef, SendWrs};
 use super::udata::Udata;
 use super::wr::{AhAttr, RecvWrs, WcSink};
 use super::FerroceDevice;
@@ -32,6 +34,13 @@ pub(crate) trait Driver: Sized + 'static {
     type Cq: Send + Sync + 'static;
     /// A shared receive queue's data.
     type Srq: Send + Sync + 'static;
+    /// A memory region's data.
+    type Mr: Send + Sync + 'static;
+    /// A queue pair's data.
+    type Qp: Send + Sync + 'static;
+
+    /// The largest page size a fast-registration region is mapped with.
+    const MAX_MR_PAGE_SIZE: u64;
 
     /// Makes a process's context (the core calls it once per device file).
     fn alloc_ucontext(dev: &FerroceDevice, udata: &mut Udata<'_, Self>) -> Result<Self::Ucontext>;
@@ -90,6 +99,67 @@ pub(crate) trait Driver: Sized + 'static {
 
     /// Posts a kernel consumer's receive requests to an SRQ.
     fn post_srq_recv(srq: &Srq<'_, Self>, wrs: &mut RecvWrs<'_>) -> Result;
+
+    /// Registers `length` bytes of the calling process's memory at
+    /// `start`, addressed from `iova`; answers the data and the key (lkey
+    /// and rkey alike).
+    fn reg_user_mr(
+        pd: &Pd<'_, Self>,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: u32,
+        udata: &mut Udata<'_, Self>,
+    ) -> Result<(Self::Mr, u32)>;
+
+    /// A kernel consumer's region of all memory, reached through `mem`.
+    fn get_dma_mr(pd: &Pd<'_, Self>, access: u32, mem: KernelMem) -> Result<(Self::Mr, u32)>;
+
+    /// A fast-registration region of up to `max_num_sg` pages, invalid
+    /// until a REG_MR work request registers it; its pages are reached
+    /// through `mem`.
+    fn alloc_mr(pd: &Pd<'_, Self>, max_num_sg: u32, mem: KernelMem) -> Result<(Self::Mr, u32)>;
+
+    /// Where a fast region's pages are staged by `ib_map_mr_sg` (`None`:
+    /// not a fast region).
+    fn page_stage(mr: &Self::Mr) -> Option<&PageStage>;
+
+    /// Takes the staged pages as the fast region's page list, of pages of
+    /// `page_size` bytes from `iova`.
+    fn map_mr_sg(mr: &Mr<'_, Self>, page_size: u64, iova: u64) -> Result;
+
+    /// Takes a region out of use: no packet reaches its memory after this
+    /// returns (the layer then drops its data, unpinning the memory).
+    fn dereg_mr(mr: &Mr<'_, Self>) -> Result;
+
+    /// Makes a QP: sets its number on `qp` (the first counted reference)
+    /// before it is reachable, and the granted sizes in `init`.
+    fn create_qp(qp: QpRef, init: &mut QpInit<'_, Self>, udata: &mut Udata<'_, Self>) -> Result<Self::Qp>;
+
+    /// Modify QP.
+    fn modify_qp(qp: &Qp<'_, Self>, attr: &QpAttrIn<'_>, udata: &mut Udata<'_, Self>) -> Result;
+
+    /// Query QP.
+    fn query_qp(qp: &Qp<'_, Self>) -> Result<QpQuery>;
+
+    /// Takes a QP out of use and drops the driver's references to it; the
+    /// layer then stops its timer and work item, waits for the other
+    /// references and drops its data.
+    fn destroy_qp(qp: &Qp<'_, Self>) -> Result;
+
+    /// Posts a kernel consumer's send requests (a process's call is its
+    /// doorbell, with none).
+    fn post_send(qp: &Qp<'_, Self>, wrs: &mut SendWrs<'_, Self>) -> Result;
+
+    /// Posts a kernel consumer's receive requests (a process's call is its
+    /// doorbell, with none).
+    fn post_recv(qp: &Qp<'_, Self>, wrs: &mut RecvWrs<'_>) -> Result;
+
+    /// A QP's timer fired (softirq context).
+    fn qp_timer(dev: &FerroceDevice, qpn: u32);
+
+    /// A QP's work item runs (process context).
+    fn qp_work(dev: &FerroceDevice, qpn: u32);
 }
 
 /// What a CQ is created with.
@@ -139,6 +209,45 @@ impl<T: Driver> Adapter<T> {
         ops.destroy_srq = Some(Self::destroy_srq);
         ops.post_srq_recv = Some(Self::post_srq_recv);
         ops.size_ib_srq = Object::<b::ib_srq, T::Srq>::SIZE;
+        ops.reg_user_mr = Some(Self::reg_user_mr);
+        ops.get_dma_mr = Some(Self::get_dma_mr);
+        ops.alloc_mr = Some(Self::alloc_mr);
+        ops.map_mr_sg = Some(Self::map_mr_sg);
+        ops.dereg_mr = Some(Self::dereg_mr);
+        ops.create_qp = Some(Self::create_qp);
+        ops.modify_qp = Some(Self::modify_qp);
+        ops.query_qp = Some(Self::query_qp);
+        ops.destroy_qp = Some(Self::destroy_qp);
+        ops.post_send = Some(Self::post_send);
+        ops.post_recv = Some(Self::post_recv);
+        ops.size_ib_qp = Object::<b::ib_qp, T::Qp>::SIZE;
+    }
+
+    /// Makes an MR object with `create`'s data and key (the core wants
+    /// the driver to allocate MRs); `ERR_PTR` on failure.
+    fn new_mr(create: impl FnOnce() -> Result<(T::Mr, u32)>, range: Option<(u64, u64)>) -> *mut b::ib_mr {
+        let r = Object::<b::ib_mr, T::Mr>::alloc_zeroed().and_then(|ibmr| match create() {
+            Ok((data, key)) => {
+                // SAFETY: our new object, not yet initialised or seen by
+                // the core.
+                unsafe {
+                    Object::init(ibmr, data);
+                    (*ibmr).lkey = key;
+                    (*ibmr).rkey = key;
+                    if let Some((iova, length)) = range {
+                        (*ibmr).iova = iova;
+                        (*ibmr).length = length;
+                    }
+                }
+                Ok(ibmr)
+            }
+            Err(e) => {
+                // SAFETY: from `alloc_zeroed`, never initialised.
+                unsafe { Object::<b::ib_mr, T::Mr>::free(ibmr) };
+                Err(e)
+            }
+        });
+        r.unwrap_or_else(|e| e.to_errno() as isize as *mut b::ib_mr)
     }
 
     unsafe extern "C" fn alloc_ucontext(uctx: *mut b::ib_ucontext, udata: *mut b::ib_udata) -> c_int {
@@ -316,6 +425,199 @@ impl<T: Driver> Adapter<T> {
         errno(unsafe { destroy_counted::<_, T::Srq>(ibsrq, || T::destroy_srq(&Srq::<T>::from_core(ibsrq))) })
     }
 
+    #[allow(clippy::too_many_arguments)] // the core's callback
+    unsafe extern "C" fn reg_user_mr(
+        ibpd: *mut b::ib_pd,
+        start: u64,
+        length: u64,
+        virt: u64,
+        access: c_int,
+        dmah: *mut b::ib_dmah,
+        udata: *mut b::ib_udata,
+    ) -> *mut b::ib_mr {
+        if !dmah.is_null() {
+            // DMA handles (TPH steering) are for devices that DMA.
+            return super::eopnotsupp().to_errno() as isize as *mut b::ib_mr;
+        }
+        // SAFETY: a live PD the core holds for the call, and its udata.
+        let (pd, mut udata) = unsafe { (Pd::<T>::from_core(ibpd), Udata::<T>::from_raw(udata)) };
+        Self::new_mr(|| T::reg_user_mr(&pd, start, length, virt, access as u32, &mut udata), Some((virt, length)))
+    }
+
+    unsafe extern "C" fn get_dma_mr(ibpd: *mut b::ib_pd, access: c_int) -> *mut b::ib_mr {
+        // SAFETY: a live PD the core holds for the call.
+        let pd = unsafe { Pd::<T>::from_core(ibpd) };
+        Self::new_mr(|| T::get_dma_mr(&pd, access as u32, KernelMem::new()), None)
+    }
+
+    unsafe extern "C" fn alloc_mr(ibpd: *mut b::ib_pd, mr_type: b::ib_mr_type, max_num_sg: u32) -> *mut b::ib_mr {
+        if mr_type != b::ib_mr_type_IB_MR_TYPE_MEM_REG {
+            // SG_GAPS and integrity regions are not offered.
+            return super::eopnotsupp().to_errno() as isize as *mut b::ib_mr;
+        }
+        // SAFETY: a live PD the core holds for the call.
+        let pd = unsafe { Pd::<T>::from_core(ibpd) };
+        Self::new_mr(|| T::alloc_mr(&pd, max_num_sg, KernelMem::new()), None)
+    }
+
+    /// `ib_sg_to_pages`' callback: stages one page of the region.
+    unsafe extern "C" fn set_page(ibmr: *mut b::ib_mr, addr: u64) -> c_int {
+        // SAFETY: called by `ib_sg_to_pages` inside our `map_mr_sg`, for
+        // the live MR being mapped.
+        let mr = unsafe { Mr::<T>::from_core(ibmr) };
+        match T::page_stage(mr.data()) {
+            Some(stage) => errno(stage.push(addr)),
+            None => EINVAL.to_errno(),
+        }
+    }
+
+    unsafe extern "C" fn map_mr_sg(
+        ibmr: *mut b::ib_mr,
+        sg: *mut b::scatterlist,
+        sg_nents: c_int,
+        sg_offset: *mut u32,
+    ) -> c_int {
+        // SAFETY: a live MR of ours (the consumer owns it for the call).
+        let (mr, ps) = unsafe { (Mr::<T>::from_core(ibmr), u64::from((*ibmr).page_size)) };
+        if !ps.is_power_of_two() || ps < kernel::page::PAGE_SIZE as u64 || ps > T::MAX_MR_PAGE_SIZE {
+            return EINVAL.to_errno();
+        }
+        let Some(stage) = T::page_stage(mr.data()) else {
+            return EINVAL.to_errno();
+        };
+        stage.reset();
+        // SAFETY: our MR with a valid page size, and the consumer's mapped
+        // scatterlist of `sg_nents` entries; `set_page` stages each page.
+        let n = unsafe { b::ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, Some(Self::set_page)) };
+        if n < 0 {
+            return n;
+        }
+        // SAFETY: `ib_sg_to_pages` set the MR's iova.
+        let iova = unsafe { (*ibmr).iova };
+        match T::map_mr_sg(&mr, ps, iova) {
+            Ok(()) => n,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    unsafe extern "C" fn dereg_mr(ibmr: *mut b::ib_mr, _udata: *mut b::ib_udata) -> c_int {
+        // SAFETY: a live MR of ours, in its destroy.
+        if let Err(e) = T::dereg_mr(unsafe { &Mr::<T>::from_core(ibmr) }) {
+            return e.to_errno();
+        }
+        // SAFETY: out of the driver's use; the data is taken once, then
+        // the allocation `new_mr` made is freed.
+        unsafe {
+            drop(Object::<b::ib_mr, T::Mr>::take(ibmr));
+            Object::<b::ib_mr, T::Mr>::free(ibmr);
+        }
+        0
+    }
+
+    unsafe extern "C" fn create_qp(
+        ibqp: *mut b::ib_qp,
+        init: *mut b::ib_qp_init_attr,
+        udata: *mut b::ib_udata,
+    ) -> c_int {
+        // SAFETY: the core passes a zeroed QP of our size with `device`,
+        // `pd` and its CQs and SRQ (live objects it holds) set, a valid init
+        // attribute it reads our sizes back from, and the call's udata.
+        let (mut init, mut udata) = unsafe { (QpInit::<T>::from_raw(&mut *init, ibqp), Udata::<T>::from_raw(udata)) };
+        // SAFETY: this create call's QP, zeroed: its hooks are set up
+        // before anything can reach it.
+        unsafe { init_hooks::<T>(ibqp) };
+        let mut qpn = 0;
+        // SAFETY: this create call's QP.
+        let r = unsafe {
+            create_counted(ibqp, |qp| {
+                let first = qp.clone();
+                T::create_qp(qp, &mut init, &mut udata).inspect(|_| qpn = first.qpn())
+            })
+        };
+        match r {
+            Ok(data) => {
+                // SAFETY: this create call's QP, not yet initialised; the
+                // core reads `qp_num` back.
+                unsafe {
+                    Object::init(ibqp, data);
+                    (*ibqp).qp_num = qpn;
+                }
+                0
+            }
+            Err(e) => {
+                // SAFETY: the failed create's QP, unreachable: its hooks
+                // stop before the core frees it.
+                unsafe { shutdown_hooks(ibqp) };
+                e.to_errno()
+            }
+        }
+    }
+
+    unsafe extern "C" fn modify_qp(
+        ibqp: *mut b::ib_qp,
+        attr: *mut b::ib_qp_attr,
+        attr_mask: c_int,
+        udata: *mut b::ib_udata,
+    ) -> c_int {
+        // SAFETY: a live QP, a valid attribute for the call, its udata.
+        let (qp, a, mut udata) = unsafe { (Qp::<T>::from_core(ibqp), &*attr, Udata::from_raw(udata)) };
+        errno(T::modify_qp(&qp, &QpAttrIn::new(a, attr_mask as u32), &mut udata))
+    }
+
+    unsafe extern "C" fn query_qp(
+        ibqp: *mut b::ib_qp,
+        attr: *mut b::ib_qp_attr,
+        _mask: c_int,
+        init: *mut b::ib_qp_init_attr,
+    ) -> c_int {
+        // SAFETY: a live QP and the core's output structures.
+        let (qp, o, i) = unsafe { (Qp::<T>::from_core(ibqp), &mut *attr, &mut *init) };
+        errno(T::query_qp(&qp).map(|q| write_query(&q, o, i)))
+    }
+
+    unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::ib_udata) -> c_int {
+        // SAFETY: a QP whose create succeeded, in its destroy; once the
+        // driver made it unreachable, its hooks stop (nothing re-arms
+        // them) before the references are waited for.
+        errno(unsafe {
+            destroy_counted::<_, T::Qp>(ibqp, || {
+                T::destroy_qp(&Qp::<T>::from_core(ibqp))?;
+                shutdown_hooks(ibqp);
+                Ok(())
+            })
+        })
+    }
+
+    unsafe extern "C" fn post_send(
+        ibqp: *mut b::ib_qp,
+        wr: *const b::ib_send_wr,
+        bad: *mut *const b::ib_send_wr,
+    ) -> c_int {
+        // SAFETY: a live QP and the core's valid list of requests.
+        let (qp, mut wrs) = unsafe { (Qp::<T>::from_core(ibqp), SendWrs::<T>::from_raw(wr)) };
+        let r = T::post_send(&qp, &mut wrs);
+        if r.is_err() && !bad.is_null() {
+            // SAFETY: the core's output pointer, checked non-null.
+            unsafe { *bad = wrs.failed() };
+        }
+        errno(r)
+    }
+
+    unsafe extern "C" fn post_recv(
+        ibqp: *mut b::ib_qp,
+        wr: *const b::ib_recv_wr,
+        bad: *mut *const b::ib_recv_wr,
+    ) -> c_int {
+        // SAFETY: a live QP and the core's valid list of requests.
+        let (qp, mut wrs) = unsafe { (Qp::<T>::from_core(ibqp), RecvWrs::from_raw(wr)) };
+        let r = T::post_recv(&qp, &mut wrs);
+        if r.is_err() && !bad.is_null() {
+            // SAFETY: the core's output pointer, checked non-null.
+            unsafe { *bad = wrs.failed() };
+        }
+        errno(r)
+    }
+
     unsafe extern "C" fn post_srq_recv(
         ibsrq: *mut b::ib_srq,
         wr: *const b::ib_recv_wr,
@@ -337,30 +639,9 @@ impl<T: Driver> Adapter<T> {
 /// # Safety
 /// `ibah` is a ferroce AH whose `create_ah` succeeded and that the core
 /// keeps alive for `'a` (the work request's call).
-pub(crate) unsafe fn ah_data<'a, T: Driver>(ibah: *mut b::ib_ah) -> &'a T::Ah {
+pub(super) unsafe fn ah_data<'a, T: Driver>(ibah: *mut b::ib_ah) -> &'a T::Ah {
     // SAFETY: guaranteed by the caller.
     unsafe { Object::<b::ib_ah, T::Ah>::data(ibah) }
-}
-
-/// The driver data of a live user context that another object's callback
-/// names.
-///
-/// # Safety
-/// `uctx` is a ferroce context whose `alloc_ucontext` succeeded and that
-/// lives for `'a` (the core keeps a call's context alive for the call).
-pub(crate) unsafe fn ucontext_data<'a, T: Driver>(uctx: *mut b::ib_ucontext) -> &'a T::Ucontext {
-    // SAFETY: guaranteed by the caller.
-    unsafe { Object::<b::ib_ucontext, T::Ucontext>::data(uctx) }
-}
-
-/// The driver data of a live PD that another object's callback names.
-///
-/// # Safety
-/// `ibpd` is a ferroce PD whose `alloc_pd` succeeded and whose
-/// `dealloc_pd` has not begun, alive for `'a`.
-pub(crate) unsafe fn pd_data<'a, T: Driver>(ibpd: *mut b::ib_pd) -> &'a T::Pd {
-    // SAFETY: guaranteed by the caller.
-    unsafe { Object::<b::ib_pd, T::Pd>::data(ibpd) }
 }
 
 /// The driver data of a live CQ that a QP's creation names.
@@ -368,7 +649,7 @@ pub(crate) unsafe fn pd_data<'a, T: Driver>(ibpd: *mut b::ib_pd) -> &'a T::Pd {
 /// # Safety
 /// `ibcq` is a ferroce CQ whose create succeeded and whose destroy has
 /// not begun, alive for `'a`.
-pub(crate) unsafe fn cq_data<'a, T: Driver>(ibcq: *mut b::ib_cq) -> &'a T::Cq {
+pub(super) unsafe fn cq_data<'a, T: Driver>(ibcq: *mut b::ib_cq) -> &'a T::Cq {
     // SAFETY: guaranteed by the caller.
     unsafe { Object::<b::ib_cq, T::Cq>::data(ibcq) }
 }
@@ -377,7 +658,16 @@ pub(crate) unsafe fn cq_data<'a, T: Driver>(ibcq: *mut b::ib_cq) -> &'a T::Cq {
 ///
 /// # Safety
 /// As for [`cq_data`].
-pub(crate) unsafe fn srq_data<'a, T: Driver>(ibsrq: *mut b::ib_srq) -> &'a T::Srq {
+pub(super) unsafe fn srq_data<'a, T: Driver>(ibsrq: *mut b::ib_srq) -> &'a T::Srq {
     // SAFETY: guaranteed by the caller.
     unsafe { Object::<b::ib_srq, T::Srq>::data(ibsrq) }
+}
+
+/// The driver data of a live MR that a kernel work request names.
+///
+/// # Safety
+/// As for [`cq_data`].
+pub(super) unsafe fn mr_data<'a, T: Driver>(ibmr: *mut b::ib_mr) -> &'a T::Mr {
+    // SAFETY: guaranteed by the caller.
+    unsafe { Object::<b::ib_mr, T::Mr>::data(ibmr) }
 }

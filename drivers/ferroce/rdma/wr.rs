@@ -6,7 +6,7 @@
 
 use super::bindings as b;
 use crate::state::Av;
-use crate::transport::verbs::{wc_flags, Cqe, Sge, MAX_SGE};
+use crate::transport::verbs::{wc_flags, Cqe, Sge, WcOpcode, WrOpcode, MAX_SGE};
 use core::ffi::c_int;
 use core::marker::PhantomData;
 use kernel::prelude::*;
@@ -66,7 +66,7 @@ impl<'a> AhAttr<'a> {
             // SAFETY: a live GID entry.
             ifindex: unsafe { b::ferroce_gid_attr_ifindex(sattr) },
             // SAFETY: as above.
-            net: unsafe { b::ferroce_gid_attr_net(sattr) },
+            net: NetNs(unsafe { b::ferroce_gid_attr_net(sattr) }),
         };
         if v4 {
             av.sip[..4].copy_from_slice(&sgid[12..]);
@@ -81,6 +81,31 @@ impl<'a> AhAttr<'a> {
 
 fn is_v4_mapped(gid: &[u8; 16]) -> bool {
     gid[..10].iter().all(|&x| x == 0) && gid[10] == 0xff && gid[11] == 0xff
+}
+
+// The engine's opcodes of kernel-only requests and their completions are
+// the kernel's, which poll_cq and post_send pass through.
+const _: () = {
+    assert!(WcOpcode::RegMr as u32 == b::ib_wc_opcode_IB_WC_REG_MR);
+    assert!(WcOpcode::LocalInv as u32 == b::ib_wc_opcode_IB_WC_LOCAL_INV);
+    assert!(WrOpcode::RegMr as u32 == b::ib_wr_opcode_IB_WR_REG_MR);
+    assert!(WrOpcode::LocalInv as u32 == b::ib_wr_opcode_IB_WR_LOCAL_INV);
+};
+
+/// A network namespace, as a GID entry names it: only passed back to the
+/// networking stack.
+#[derive(Clone, Copy)]
+pub(crate) struct NetNs(*mut b::net);
+
+// SAFETY: only passed back to the networking stack, which pins the
+// namespace while the device (in it) exists.
+unsafe impl Send for NetNs {}
+
+impl NetNs {
+    /// The namespace, for the networking stack's calls.
+    pub(crate) fn as_ptr(self) -> *mut b::net {
+        self.0
+    }
 }
 
 /// Which QP a completion belongs to, as the core's `ib_wc.qp` names it: a
@@ -236,6 +261,11 @@ impl<'a> RecvWrs<'a> {
             self.cur = raw.next;
         }
         Ok(())
+    }
+
+    /// Whether the list is empty (a process's doorbell).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.cur.is_null()
     }
 
     /// The request posting stopped at (for the core's `bad_wr`).

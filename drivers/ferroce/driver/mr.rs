@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory regions: an entry of the device's region table (what the
+//! transport engine checks keys, bounds and access against), named by its
+//! key (`index << 8 | key byte`). A process's region pins its pages; a
+//! kernel consumer has the DMA region (all memory) and fast-registration
+//! regions whose page list a REG_MR work request installs.
+
+use super::Ferroce;
+use crate::quota::{self, Charge, Kind};
+use crate::rdma::mr::{KernelMem, PageStage, Umem, ACCESS_OPTIONAL};
+use crate::rdma::object::{Mr, Pd};
+use crate::rdma::udata::Udata;
+use crate::rdma::{eopnotsupp, FerroceDevice};
+use crate::state::{FastMr, MrEntry, MrKind, MAX_FAST_PAGES, PAGE_SIZE};
+use crate::transport::verbs::access;
+use kernel::prelude::*;
+
+/// An MR's data. A process's pinned memory is in its table entry, which
+/// `dereg` takes out and drops (unpinning it) after the lock.
+pub(crate) struct MrData {
+    /// Its index in the device's region table (the key's upper 24 bits,
+    /// which the consumer's key byte of a fast region does not change).
+    pub(crate) index: u32,
+    /// A fast region's page list as `ib_map_mr_sg` stages it (`max_num_sg`
+    /// entries); `None` for the others.
+    pub(crate) stage: Option<PageStage>,
+    /// Its share of its PD's user's quota (`None`: a kernel region).
+    _charge: Option<Charge>,
+}
+
+/// Access bits ferroce implements; anything else outside the optional
+/// range is refused.
+const MR_ACCESS: u32 = access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC;
+
+/// The access bits of a registration: `EOPNOTSUPP` for a capability
+/// ferroce lacks (optional bits are ignored), `EINVAL` for remote write or
+/// atomic access without local write (IBTA).
+pub(crate) fn check_access(a: u32) -> Result<u32> {
+    if a & !(MR_ACCESS | ACCESS_OPTIONAL) != 0 {
+        return Err(eopnotsupp());
+    }
+    let a = a & MR_ACCESS;
+    if a & (access::REMOTE_WRITE | access::REMOTE_ATOMIC) != 0 && a & access::LOCAL_WRITE == 0 {
+        return Err(EINVAL);
+    }
+    Ok(a)
+}
+
+/// Enters `entry` into the device's region table; its key. A full table
+/// gives the entry back, dropped (a process's pages unpinned, which may
+/// sleep) after the lock.
+fn install(dev: &FerroceDevice, entry: MrEntry) -> Result<u32> {
+    let r = dev.state.lock().insert_mr(entry);
+    r.map_err(|_full| ENOMEM)
+}
+
+pub(super) fn reg_user(
+    pd: &Pd<'_, Ferroce>,
+    start: u64,
+    length: u64,
+    iova: u64,
+    acc: u32,
+    udata: &mut Udata<'_, Ferroce>,
+) -> Result<(MrData, u32)> {
+    udata.refuse_driver_data()?;
+    let granted = check_access(acc)?;
+    if length == 0 || iova.checked_add(length).is_none() || start.checked_add(length).is_none() {
+        return Err(EINVAL);
+    }
+    let dev = pd.device();
+    // Given back (dropped) if anything below fails.
+    let charge = quota::charge(pd.data().account(), Kind::Mr)?;
+    let offset = (start % PAGE_SIZE as u64) as usize;
+    let npages = usize::try_from((offset as u64 + length).div_ceil(PAGE_SIZE as u64)).map_err(|_| EINVAL)?;
+    // Unpinned (dropped) if anything below fails.
+    let pages = Umem::get(dev, start, length, acc, npages)?;
+    let entry = MrEntry {
+        pd: pd.data().handle,
+        access: granted,
+        iova,
+        length,
+        key: 0,
+        kind: MrKind::User { pages, offset },
+    };
+    let key = install(dev, entry)?;
+    Ok((MrData { index: key >> 8, stage: None, _charge: charge }, key))
+}
+
+pub(super) fn get_dma(pd: &Pd<'_, Ferroce>, acc: u32, mem: KernelMem) -> Result<(MrData, u32)> {
+    let granted = check_access(acc)?;
+    let entry = MrEntry { pd: pd.data().handle, access: granted, iova: 0, length: u64::MAX, key: 0, kind: MrKind::Dma(mem) };
+    let key = install(pd.device(), entry)?;
+    Ok((MrData { index: key >> 8, stage: None, _charge: None }, key))
+}
+
+/// A zeroed page list of `n` entries.
+fn page_list(n: usize) -> Result<KVec<u64>> {
+    let mut v = KVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
+    for _ in 0..n {
+        v.push(0u64, GFP_KERNEL_ACCOUNT)?;
+    }
+    Ok(v)
+}
+
+pub(super) fn alloc(pd: &Pd<'_, Ferroce>, max_num_sg: u32, mem: KernelMem) -> Result<(MrData, u32)> {
+    if max_num_sg == 0 || max_num_sg > MAX_FAST_PAGES {
+        return Err(EINVAL);
+    }
+    let n = max_num_sg as usize;
+    let stage = PageStage::new(n)?;
+    let fast = FastMr { mem, pages: page_list(n)?, npages: 0, page_size: PAGE_SIZE as u64, first_off: 0, valid: false };
+    let entry = MrEntry { pd: pd.data().handle, access: 0, iova: 0, length: 0, key: 0, kind: MrKind::Fast(fast) };
+    let key = install(pd.device(), entry)?;
+    Ok((MrData { index: key >> 8, stage: Some(stage), _charge: None }, key))
+}
+
+/// `ib_map_mr_sg`: the staged pages become the fast region's page list.
+/// ferroce's DMA addresses are kernel virtual addresses (no dma_device:
+/// the core's virtual DMA), so each page is `page_size` contiguous kernel
+/// bytes. The list takes effect for the next REG_MR.
+pub(super) fn map_sg(mr: &Mr<'_, Ferroce>, page_size: u64, iova: u64) -> Result {
+    let data = mr.data();
+    let stage = data.stage.as_ref().ok_or(EINVAL)?;
+    let dev = mr.device();
+    let mut st = dev.state.lock();
+    let Some(MrEntry { kind: MrKind::Fast(f), .. }) = st.mrs.get_mut(data.index as usize).and_then(|m| m.as_mut()) else {
+        return Err(EINVAL);
+    };
+    let used = stage.len().min(f.pages.len());
+    for (d, s) in f.pages.iter_mut().zip(stage.staged()).take(used) {
+        *d = s;
+    }
+    f.npages = used;
+    f.page_size = page_size;
+    f.first_off = if used == 0 { 0 } else { iova & (page_size - 1) };
+    Ok(())
+}
+
+/// Takes a region out of the table: no packet touches its pages after
+/// this; the layer unpins them when it drops the data.
+pub(super) fn dereg(mr: &Mr<'_, Ferroce>) -> Result {
+    let entry = mr.device().state.lock().remove_mr_at(mr.data().index);
+    drop(entry);
+    Ok(())
+}
