@@ -28,13 +28,13 @@
 use core::ffi::c_int;
 use core::mem::size_of;
 use core::ptr::null_mut;
-use core::sync::atomic::{fence, AtomicBool, Ordering};
+use core::sync::atomic::{fence, Ordering};
 use std::sync::Mutex;
 
 use crate::libc_errno::{EINVAL, EIO, ENOENT, EOPNOTSUPP};
 use crate::ring::Ring;
 use crate::sys::*;
-use crate::{calloc_obj, free_obj, lock, set_errno, zeroed_c};
+use crate::{calloc_obj, free_obj, lock, set_errno, zeroed_c, Region};
 
 /// The consumer's side of a CQ ring: the ring and the next index to read.
 struct CqRing {
@@ -54,7 +54,7 @@ pub(crate) struct FerroceCq {
     ring: Mutex<CqRing>,
     /// Set between `ibv_start_poll` (when it found a completion) and
     /// `ibv_end_poll`: the CQ's critical region for the extended poll.
-    polling: AtomicBool,
+    polling: Region,
 }
 
 const _: () = assert!(core::mem::offset_of!(FerroceCq, vcq) == 0);
@@ -124,7 +124,7 @@ unsafe fn new_cq(
             // SAFETY: a zeroed ibv_wc is a valid value.
             cur: zeroed_c(),
         }));
-        core::ptr::addr_of_mut!((*cq).polling).write(AtomicBool::new(false));
+        core::ptr::addr_of_mut!((*cq).polling).write(Region::new());
     }
     // SAFETY: `cq` is live; its verbs_cq is at offset 0.
     let map = match cmd(unsafe { core::ptr::addr_of_mut!((*cq).vcq) }) {
@@ -438,18 +438,12 @@ unsafe extern "C" fn start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr)
     }
     // SAFETY: libibverbs passes the CQ's own ibv_cq_ex.
     let c = unsafe { cq_of(cq) };
-    while c
-        .polling
-        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        std::thread::yield_now();
-    }
+    c.polling.enter();
     // SAFETY: as above.
     let ret = unsafe { advance(cq) };
     if ret != 0 {
         // No completion: the caller does not call ibv_end_poll.
-        c.polling.store(false, Ordering::Release);
+        c.polling.leave();
     }
     ret
 }
@@ -461,7 +455,7 @@ unsafe extern "C" fn next_poll(cq: *mut ibv_cq_ex) -> c_int {
 
 unsafe extern "C" fn end_poll(cq: *mut ibv_cq_ex) {
     // SAFETY: libibverbs passes the CQ's own ibv_cq_ex.
-    unsafe { cq_of(cq) }.polling.store(false, Ordering::Release);
+    unsafe { cq_of(cq) }.polling.leave();
 }
 
 /// A field of the completion the last poll read.

@@ -91,6 +91,33 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// A critical region that C enters and leaves in separate calls
+/// (`ibv_wr_start` to `ibv_wr_complete`/`ibv_wr_abort`, `ibv_start_poll` to
+/// `ibv_end_poll`), where a lock guard cannot be held: a flag that a second
+/// caller waits on, yielding, until the first leaves.
+struct Region(std::sync::atomic::AtomicBool);
+
+impl Region {
+    const fn new() -> Region {
+        Region(std::sync::atomic::AtomicBool::new(false))
+    }
+
+    fn enter(&self) {
+        use std::sync::atomic::Ordering;
+        while self
+            .0
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::thread::yield_now();
+        }
+    }
+
+    fn leave(&self) {
+        self.0.store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// A zeroed, `calloc`ed `T`, or NULL (with `errno` ENOMEM) when memory is
 /// short.
 ///

@@ -23,13 +23,12 @@
 //! closed, at the latest in `wr_complete`).
 
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use crate::libc_errno::{EINVAL, ENOMEM};
 use crate::qp::{check_wqe, put_data, put_inline, send_doorbell, sges, sq_accepts, ud_ah, FerroceQp, SEND_FLAGS};
 use crate::sys::*;
-use crate::{lock, zeroed_c};
+use crate::{lock, zeroed_c, Region};
 
 /// The send operations each QP type takes through `ibv_wr_*`: those whose
 /// opcode the kernel accepts in a ring slot for that type.
@@ -78,14 +77,14 @@ struct Batch {
 /// A QP's `ibv_wr_*` state: the critical-region flag and the batch (its
 /// lock is only ever contended by a caller breaking the region).
 pub(crate) struct WrSession {
-    busy: AtomicBool,
+    region: Region,
     batch: Mutex<Batch>,
 }
 
 impl WrSession {
     pub(crate) fn new() -> WrSession {
         WrSession {
-            busy: AtomicBool::new(false),
+            region: Region::new(),
             batch: Mutex::new(Batch {
                 open: false,
                 err: 0,
@@ -117,9 +116,9 @@ impl Batch {
             // the SGEs' memory readable until the batch is posted.
             unsafe { put_data(&mut p.wqe, list) }
         };
-        let r = r
-            .and_then(|()| check_wqe(q, &p.wqe))
-            .and_then(|()| if q.is_ud && !p.has_ah { Err(EINVAL) } else { Ok(()) });
+        // A UD request needs its destination.
+        let addressed = if q.is_ud && !p.has_ah { Err(EINVAL) } else { Ok(()) };
+        let r = r.and_then(|()| check_wqe(q, &p.wqe)).and(addressed);
         match r {
             Ok(()) => self.staged.push(p.wqe),
             Err(e) => self.fail(e),
@@ -345,14 +344,7 @@ unsafe extern "C" fn wr_set_ud_addr(qpx: *mut ibv_qp_ex, ah: *mut ibv_ah, remote
 unsafe extern "C" fn wr_start(qpx: *mut ibv_qp_ex) {
     // SAFETY: libibverbs passes the QP's own ibv_qp_ex.
     let q = unsafe { qp_of(qpx) };
-    while q
-        .wr
-        .busy
-        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        std::thread::yield_now();
-    }
+    q.wr.region.enter();
     let mut b = lock(&q.wr.batch);
     b.open = true;
     b.err = 0;
@@ -366,7 +358,7 @@ fn end(q: &FerroceQp, mut b: std::sync::MutexGuard<'_, Batch>) {
     b.staged.clear();
     b.cur = None;
     drop(b);
-    q.wr.busy.store(false, Ordering::Release);
+    q.wr.region.leave();
 }
 
 unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
