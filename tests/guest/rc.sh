@@ -1,7 +1,8 @@
 #!/bin/bash
 # Issue 5: RC over one ferroce device (loopback through the guest's own
 # address): ibv_rc_pingpong with buffer validation, and perftest's RC tests
-# (send, write, read, atomics; bandwidth over all sizes, latency).
+# (send, write, read, atomics; bandwidth over all sizes, latency). Issue 19:
+# the extended verbs API (userspace/tests/wr_ex.c, RC and UD).
 . "$(dirname "$0")/lib.sh"
 
 check "rdma link add fr0" rdma link add fr0 type ferroce netdev eth0
@@ -49,6 +50,12 @@ expect "  ...every iteration counted" '^ *2 +200 ' "$(cat /tmp/cli.log)"
 check "ibv_srq_pingpong (16 QPs on one SRQ, 200 x 4 KiB)" \
 	pingpong "" "" 10.0.2.15 ibv_srq_pingpong -d fr0 -g "$G" -n 200 -s 4096
 expect "  ...200 iterations" '^200 iters in' "$(cat /tmp/cli.log)"
+# The extended verbs API: ibv_create_qp_ex with send_ops_flags and every
+# ibv_wr_* operation on RC and UD, ibv_create_cq_ex with ibv_start_poll and
+# the read_* getters, wr_abort and the errors of bad input (the program's own
+# ok/not ok lines count one check each)
+check "the extended verbs API: ibv_wr_* on RC and UD, extended CQs (wr_ex)" \
+	build/userspace/tests/wr_ex fr0 "$G"
 # Inline sends on RC (ibv_rc_pingpong uses them when the message fits)
 check "ibv_rc_pingpong -c with 32-byte messages (inline)" \
 	pingpong "" "" 10.0.2.15 ibv_rc_pingpong -d fr0 -g "$G" -c -n 200 -s 32

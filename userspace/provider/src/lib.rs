@@ -9,7 +9,7 @@
 //! All C declarations come from bindgen over rdma-core's `driver.h` and
 //! `ferroce-abi.h` (`sys`). This file holds registration, the device and the
 //! context; the verbs objects live in their own modules (`pd`, `mr`, `cq`,
-//! `ah`, `qp`, `srq`).
+//! `ah`, `qp` with `wr` for its `ibv_wr_*` calls, `srq`).
 //!
 //! Control operations (creating, modifying, querying, destroying objects,
 //! arming a CQ) are system calls through the `ibv_cmd_*` helpers. The data
@@ -58,6 +58,7 @@ mod pd;
 mod qp;
 mod ring;
 mod srq;
+mod wr;
 
 use sys::*;
 
@@ -90,6 +91,33 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// A critical region that C enters and leaves in separate calls
+/// (`ibv_wr_start` to `ibv_wr_complete`/`ibv_wr_abort`, `ibv_start_poll` to
+/// `ibv_end_poll`), where a lock guard cannot be held: a flag that a second
+/// caller waits on, yielding, until the first leaves.
+struct Region(std::sync::atomic::AtomicBool);
+
+impl Region {
+    const fn new() -> Region {
+        Region(std::sync::atomic::AtomicBool::new(false))
+    }
+
+    fn enter(&self) {
+        use std::sync::atomic::Ordering;
+        while self
+            .0
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::thread::yield_now();
+        }
+    }
+
+    fn leave(&self) {
+        self.0.store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// A zeroed, `calloc`ed `T`, or NULL (with `errno` ENOMEM) when memory is
 /// short.
 ///
@@ -117,6 +145,7 @@ unsafe fn free_obj<T>(p: *mut T) {
 /// The errno values the provider reports itself (Linux values).
 mod libc_errno {
     use core::ffi::c_int;
+    pub const ENOENT: c_int = 2;
     pub const EIO: c_int = 5;
     pub const ENOMEM: c_int = 12;
     pub const EINVAL: c_int = 22;
@@ -271,6 +300,7 @@ static CONTEXT_OPS: Shared<verbs_context_ops> = Shared({
     ops.reg_mr = Some(mr::reg_mr);
     ops.dereg_mr = Some(mr::dereg_mr);
     ops.create_cq = Some(cq::create_cq);
+    ops.create_cq_ex = Some(cq::create_cq_ex);
     ops.poll_cq = Some(cq::poll_cq);
     ops.req_notify_cq = Some(cq::req_notify_cq);
     ops.resize_cq = Some(cq::resize_cq);

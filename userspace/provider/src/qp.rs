@@ -4,9 +4,21 @@
 //!
 //! `ibv_create_qp` reaches `create_qp`; `ibv_create_qp_ex` reaches it too
 //! when the mask is only `IBV_QP_INIT_ATTR_PD` (libibverbs' inline
-//! dispatch), and `create_qp_ex` otherwise. The extended work-request API
-//! (`IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`, `ibv_wr_*`) is not offered:
-//! `ibv_qp_to_qp_ex` answers NULL for ferroce QPs.
+//! dispatch), and `create_qp_ex` otherwise. With
+//! `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` the QP is an extended one
+//! (`ibv_qp_to_qp_ex` answers its `ibv_qp_ex`) and takes the `ibv_wr_*`
+//! calls (see `wr`): on RC SEND, SEND with immediate, SEND with
+//! invalidate, RDMA WRITE (with immediate), RDMA READ, compare and swap
+//! and fetch and add; on UD SEND and SEND with immediate. Those are the
+//! opcodes the kernel takes from a ring slot. Asking for another operation
+//! (local invalidate, which the kernel takes only from kernel QPs; memory
+//! windows; TSO; FLUSH; ATOMIC_WRITE) or for one the QP type cannot do is
+//! EOPNOTSUPP, as rdma-core's rxe provider answers. Without the flag,
+//! `ibv_qp_to_qp_ex` answers NULL.
+//!
+//! Both posting APIs write the same slots and make the same checks
+//! (`check_wqe`): `post_send` one request at a time, the `ibv_wr_*` calls
+//! a batch staged in private memory and published by `wr_complete`.
 //!
 //! A QP created with an SRQ (`srq` in the init attribute) takes its receive
 //! buffers from that SRQ: the kernel attaches it and gives it no receive
@@ -66,17 +78,24 @@ impl ProdRing {
         Ok(ProdRing { ring, prod })
     }
 
-    /// Whether another slot is free (the consumer's index acquired, so that
-    /// it is done with the slot about to be overwritten).
+    /// How many slots are free (the consumer's index acquired, so that it
+    /// is done with the slots about to be overwritten); 0 without a ring.
+    pub(crate) fn free(&self) -> u32 {
+        self.ring.cons().map_or(0, |c| {
+            self.ring
+                .entries()
+                .saturating_sub(self.prod.wrapping_sub(c.load(Ordering::Acquire)))
+        })
+    }
+
+    /// Whether another slot is free.
     fn has_room(&self) -> bool {
-        self.ring
-            .cons()
-            .is_some_and(|c| self.prod.wrapping_sub(c.load(Ordering::Acquire)) < self.ring.entries())
+        self.free() > 0
     }
 
     /// Writes `slot` at `prod` and publishes it (release store of `prod`).
     /// Nothing is written without a ring or when `T` is not its slot type.
-    fn push<T>(&mut self, slot: T) -> bool {
+    pub(crate) fn push<T>(&mut self, slot: T) -> bool {
         let p = self.ring.slot::<T>(self.prod);
         let Some(prod) = self.ring.prod() else {
             return false;
@@ -109,23 +128,28 @@ impl ProdRing {
 /// ferroce's queue pair (`verbs_qp`, whose `ibv_qp` is at offset 0, first).
 #[repr(C)]
 pub(crate) struct FerroceQp {
-    vqp: verbs_qp,
+    pub(crate) vqp: verbs_qp,
     /// Scatter/gather limits the kernel granted at creation, which bound the
     /// work requests this provider posts.
-    max_send_sge: u32,
+    pub(crate) max_send_sge: u32,
     max_recv_sge: u32,
     /// Created with an SRQ: receive work requests are posted there.
     has_srq: bool,
-    is_ud: bool,
+    pub(crate) is_ud: bool,
     /// UD: the longest message (`ferroce_create_qp_resp.ud_max_msg`).
     ud_max_msg: u32,
     /// The rings, each under its lock; initialised in place by `create`
     /// (the object is `calloc`ed).
-    sq: Mutex<ProdRing>,
+    pub(crate) sq: Mutex<ProdRing>,
     rq: Mutex<ProdRing>,
+    /// The `ibv_wr_*` batch between `wr_start` and `wr_complete`/`wr_abort`
+    /// (see `wr`); initialised in place by `create`.
+    pub(crate) wr: crate::wr::WrSession,
 }
 
+// The ibv_qp, and the ibv_qp_ex that overlays it, at offset 0.
 const _: () = assert!(core::mem::offset_of!(FerroceQp, vqp) == 0);
+const _: () = assert!(core::mem::offset_of!(verbs_qp, __bindgen_anon_1) == 0);
 
 /// The create-QP response: the core part, then ferroce's rings.
 #[repr(C)]
@@ -147,6 +171,7 @@ unsafe fn release(qp: *mut FerroceQp) {
         lock(&(*qp).rq).ring.unmap();
         core::ptr::drop_in_place(core::ptr::addr_of_mut!((*qp).sq));
         core::ptr::drop_in_place(core::ptr::addr_of_mut!((*qp).rq));
+        core::ptr::drop_in_place(core::ptr::addr_of_mut!((*qp).wr));
         free_obj(qp);
     }
 }
@@ -166,8 +191,8 @@ unsafe fn create(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> *mut ibv_qp {
         return null_mut();
     }
     // SAFETY: FerroceQp is a C structure valid when zeroed but for the
-    // locks, written below before any use (a zero verbs_qp comp_mask says
-    // "no extended QP" to ibv_qp_to_qp_ex).
+    // locks and the wr session, written below before any use (a zero
+    // verbs_qp comp_mask says "no extended QP" to ibv_qp_to_qp_ex).
     let qp = unsafe { calloc_obj::<FerroceQp>() };
     if qp.is_null() {
         return null_mut();
@@ -176,6 +201,7 @@ unsafe fn create(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> *mut ibv_qp {
     unsafe {
         core::ptr::addr_of_mut!((*qp).sq).write(Mutex::new(ProdRing::none()));
         core::ptr::addr_of_mut!((*qp).rq).write(Mutex::new(ProdRing::none()));
+        core::ptr::addr_of_mut!((*qp).wr).write(crate::wr::WrSession::new());
     }
     let ibqp = qp.cast::<ibv_qp>();
     // SAFETY: plain C command/response structures.
@@ -269,10 +295,15 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
         set_errno(EINVAL);
         return null_mut();
     }
-    // A PD, and create flags only when there are none; anything else (XRC,
-    // RSS, TSO, the ibv_wr_* send API...) is not offered.
-    let supported = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
-    if a.comp_mask & !supported != 0 || (a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0) {
+    // A PD, create flags only when there are none, and the ibv_wr_* send
+    // operations the QP type can carry over the ring (`wr::send_ops_ok`);
+    // anything else (XRC, RSS, TSO, memory windows...) is not offered.
+    let supported = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    let wants_wr = a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
+    if a.comp_mask & !supported != 0
+        || (a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0)
+        || (wants_wr && !crate::wr::send_ops_ok(a.qp_type, a.send_ops_flags))
+    {
         set_errno(EOPNOTSUPP);
         return null_mut();
     }
@@ -294,6 +325,11 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
     let qp = unsafe { create(a.pd, &mut attr) };
     if !qp.is_null() {
         a.cap = attr.cap;
+        if wants_wr {
+            // SAFETY: `qp` is the ibv_qp at offset 0 of the FerroceQp
+            // `create` just made, not yet shared.
+            unsafe { crate::wr::install(&mut *qp.cast::<FerroceQp>(), a.send_ops_flags) };
+        }
     }
     qp
 }
@@ -444,6 +480,95 @@ fn opcode_ok(is_ud: bool, opcode: u32) -> bool {
     }
 }
 
+/// The ring handle of a UD destination: an AH of this context and of the
+/// QP's PD (the kernel fails the QP over one of another PD), else EINVAL.
+///
+/// # Safety
+/// `qp` is this provider's QP; `ah` is NULL or an AH the caller created.
+pub(crate) unsafe fn ud_ah(qp: *mut ibv_qp, ah: *mut ibv_ah) -> Result<u32, c_int> {
+    // SAFETY: a non-NULL AH is one the caller created (any provider's
+    // ibv_ah starts with its context and PD); `qp` is live.
+    if ah.is_null() || unsafe { (*ah).context != (*qp).context || (*ah).pd != (*qp).pd } {
+        return Err(EINVAL);
+    }
+    // SAFETY: an AH of this context is a FerroceAh.
+    Ok(unsafe { crate::ah::ring_handle(ah) })
+}
+
+/// Puts `data` into the slot as its inline payload (EINVAL when it is
+/// longer than a slot carries).
+pub(crate) fn put_inline(wqe: &mut ferroce_sq_wqe, data: &[u8]) -> Result<(), c_int> {
+    let mut buf = [0u8; FERROCE_RING_MAX_INLINE as usize];
+    buf.get_mut(..data.len()).ok_or(EINVAL)?.copy_from_slice(data);
+    wqe.num_sge = 0;
+    wqe.inline_len = data.len() as u32;
+    wqe.send_flags |= IBV_SEND_INLINE;
+    wqe.__bindgen_anon_1 = ferroce_sq_wqe__bindgen_ty_1 { inline_data: buf };
+    Ok(())
+}
+
+/// Fills the slot's payload from a gather list: with `IBV_SEND_INLINE` in
+/// its flags the bytes are gathered now, as verbs promises (the buffers may
+/// be reused as soon as the post returns), else the list itself.
+///
+/// # Safety
+/// With `IBV_SEND_INLINE`, the memory the list names is readable (the
+/// inline contract).
+pub(crate) unsafe fn put_data(wqe: &mut ferroce_sq_wqe, list: &[ibv_sge]) -> Result<(), c_int> {
+    if wqe.send_flags & IBV_SEND_INLINE == 0 {
+        wqe.num_sge = list.len() as u32;
+        wqe.__bindgen_anon_1 = ferroce_sq_wqe__bindgen_ty_1 { sge: ring_sges(list) };
+        return Ok(());
+    }
+    let mut data = [0u8; FERROCE_RING_MAX_INLINE as usize];
+    let mut at = 0usize;
+    for s in list {
+        let len = s.length as usize;
+        let dst = data.get_mut(at..at.saturating_add(len)).ok_or(EINVAL)?;
+        if len > 0 {
+            // SAFETY: `dst` is `len` bytes of `data`; the source is the
+            // caller's readable buffer (inline contract).
+            unsafe { core::ptr::copy_nonoverlapping(s.addr as usize as *const u8, dst.as_mut_ptr(), len) };
+        }
+        at += len;
+    }
+    put_inline(wqe, data.get(..at).ok_or(EINVAL)?)
+}
+
+/// The checks the kernel makes on a slot at post time, on its ring form
+/// (EINVAL for anything the QP cannot take): the opcode for the QP type,
+/// the gather list within the QP's limit, inline data only on SEND and
+/// WRITE and within a slot, a UD message within the path MTU.
+pub(crate) fn check_wqe(q: &FerroceQp, w: &ferroce_sq_wqe) -> Result<(), c_int> {
+    if !opcode_ok(q.is_ud, w.opcode) {
+        return Err(EINVAL);
+    }
+    let total = if w.send_flags & IBV_SEND_INLINE != 0 {
+        let is_read_or_atomic = matches!(
+            w.opcode,
+            IBV_WR_RDMA_READ | IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD
+        );
+        if is_read_or_atomic || w.inline_len > FERROCE_RING_MAX_INLINE {
+            return Err(EINVAL);
+        }
+        u64::from(w.inline_len)
+    } else {
+        if w.num_sge > q.max_send_sge.min(FERROCE_RING_MAX_SGE) {
+            return Err(EINVAL);
+        }
+        // SAFETY: a union of plain integers; without INLINE the list is
+        // the member in use.
+        let sge = unsafe { &w.__bindgen_anon_1.sge };
+        sge.iter().take(w.num_sge as usize).map(|s| u64::from(s.length)).sum()
+    };
+    let total = u32::try_from(total).map_err(|_| EINVAL)?;
+    // A UD message is one packet: longer than the path MTU is refused.
+    if q.is_ud && total > q.ud_max_msg {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
 /// A send work request in its ring form, after the checks the kernel makes
 /// at post time (EINVAL for anything the QP cannot take).
 ///
@@ -452,29 +577,17 @@ fn opcode_ok(is_ud: bool, opcode: u32) -> bool {
 /// gather list, and with `IBV_SEND_INLINE` the memory the list names,
 /// readable).
 unsafe fn send_wqe(qp: *mut ibv_qp, q: &FerroceQp, w: &ibv_send_wr) -> Result<ferroce_sq_wqe, c_int> {
+    // First: the opcode says which member of the request's union is used.
     if !opcode_ok(q.is_ud, w.opcode) {
         return Err(EINVAL);
     }
     // SAFETY: the caller's valid request.
     let list = unsafe { sges(w.num_sge, w.sg_list, q.max_send_sge) }?;
-    let total: u64 = list.iter().map(|s| u64::from(s.length)).sum();
-    let total = u32::try_from(total).map_err(|_| EINVAL)?;
-    let is_read_or_atomic = matches!(
-        w.opcode,
-        IBV_WR_RDMA_READ | IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD
-    );
-    let inline = w.send_flags & IBV_SEND_INLINE != 0;
-    if inline && (is_read_or_atomic || total > FERROCE_RING_MAX_INLINE) {
-        return Err(EINVAL);
-    }
     // SAFETY: all-zero is a valid WQE (integers and arrays of them).
     let mut wqe: ferroce_sq_wqe = unsafe { zeroed_c() };
     wqe.wr_id = w.wr_id;
     wqe.opcode = w.opcode;
-    // The flags ferroce acts on; others (checksum offloads...) are
-    // ignored, as the system-call path always did: the kernel refuses a
-    // slot with unknown flags.
-    wqe.send_flags = w.send_flags & (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE);
+    wqe.send_flags = w.send_flags & SEND_FLAGS;
     if matches!(
         w.opcode,
         IBV_WR_SEND_WITH_IMM | IBV_WR_RDMA_WRITE_WITH_IMM | IBV_WR_SEND_WITH_INV
@@ -486,19 +599,9 @@ unsafe fn send_wqe(qp: *mut ibv_qp, q: &FerroceQp, w: &ibv_send_wr) -> Result<fe
     if q.is_ud {
         // SAFETY: on a UD QP the `ud` member is the one in use.
         let ud = unsafe { w.wr.ud };
-        // A UD request carries its destination: an AH of this context and
-        // of the QP's PD (the kernel fails the QP over one of another PD).
-        // SAFETY: a non-NULL AH is one the caller created (any provider's
-        // ibv_ah starts with its context and PD); `qp` is live.
-        if ud.ah.is_null() || unsafe { (*ud.ah).context != (*qp).context || (*ud.ah).pd != (*qp).pd } {
-            return Err(EINVAL);
-        }
-        // A UD message is one packet: longer than the path MTU is refused.
-        if total > q.ud_max_msg {
-            return Err(EINVAL);
-        }
-        // SAFETY: an AH of this context is a FerroceAh.
-        wqe.ah = unsafe { crate::ah::ring_handle(ud.ah) };
+        // SAFETY: `qp` is this provider's QP; the AH is NULL or the
+        // caller's.
+        wqe.ah = unsafe { ud_ah(qp, ud.ah) }?;
         wqe.remote_qpn = ud.remote_qpn;
         wqe.remote_qkey = ud.remote_qkey;
     } else {
@@ -520,29 +623,53 @@ unsafe fn send_wqe(qp: *mut ibv_qp, q: &FerroceQp, w: &ibv_send_wr) -> Result<fe
             _ => {}
         }
     }
-    if inline {
-        // The payload travels in the slot: gathered now, as verbs promises
-        // (the buffers may be reused as soon as the post returns).
-        let mut data = [0u8; FERROCE_RING_MAX_INLINE as usize];
-        let mut at = 0usize;
-        for s in list {
-            let len = s.length as usize;
-            if len > 0 {
-                // SAFETY: `at + len <= total <= FERROCE_RING_MAX_INLINE`;
-                // the source is the caller's readable buffer (inline
-                // contract).
-                unsafe { core::ptr::copy_nonoverlapping(s.addr as usize as *const u8, data.as_mut_ptr().add(at), len) };
-            }
-            at += len;
-        }
-        wqe.num_sge = 0;
-        wqe.inline_len = total;
-        wqe.__bindgen_anon_1 = ferroce_sq_wqe__bindgen_ty_1 { inline_data: data };
-    } else {
-        wqe.num_sge = list.len() as u32;
-        wqe.__bindgen_anon_1 = ferroce_sq_wqe__bindgen_ty_1 { sge: ring_sges(list) };
+    // Inline data is refused on READ and atomics before anything is read.
+    if wqe.send_flags & IBV_SEND_INLINE != 0 {
+        check_wqe(q, &wqe)?;
     }
+    // SAFETY: the inline contract is the caller's.
+    unsafe { put_data(&mut wqe, list) }?;
+    check_wqe(q, &wqe)?;
     Ok(wqe)
+}
+
+/// The send flags ferroce acts on; others (checksum offloads...) are
+/// ignored, as the system-call path always did: the kernel refuses a slot
+/// with unknown flags.
+pub(crate) const SEND_FLAGS: u32 = IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE;
+
+/// Whether the send queue takes requests in the QP state the kernel
+/// published: not yet (RESET, INIT, RTR) or not a state at all (a
+/// scribbled header) is EINVAL; SQD, SQE and ERR take requests (the last
+/// two flush them).
+pub(crate) fn sq_accepts(s: &ProdRing) -> Result<(), c_int> {
+    if matches!(s.qp_state(), IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_SQE | IBV_QPS_ERR) {
+        Ok(())
+    } else {
+        Err(EINVAL)
+    }
+}
+
+/// After requests were published on the SQ: the doorbell system call when
+/// the kernel asked for one or the QP is in error (so that it flushes the
+/// new requests). Releases the send side's lock first.
+///
+/// # Safety
+/// `qp` is this provider's QP and `s` its send side.
+pub(crate) unsafe fn send_doorbell(qp: *mut ibv_qp, s: std::sync::MutexGuard<'_, ProdRing>) {
+    // The kernel sets NEED_DB and then looks at prod; we stored prod and
+    // now look at the flag: a full barrier so one side sees the other.
+    fence(Ordering::SeqCst);
+    let need_db = s.kflags() & FERROCE_RING_NEED_DB != 0;
+    let state = s.qp_state();
+    drop(s);
+    if need_db || state == IBV_QPS_ERR || state == IBV_QPS_SQE {
+        let mut bad: *mut ibv_send_wr = null_mut();
+        // SAFETY: `qp` is this provider's QP; an empty list is a
+        // doorbell. Its result does not change what was posted: the
+        // requests are in the ring, for the kernel's next look.
+        unsafe { ibv_cmd_post_send(qp, null_mut(), &mut bad) };
+    }
 }
 
 pub(crate) unsafe extern "C" fn post_send(
@@ -559,11 +686,7 @@ pub(crate) unsafe extern "C" fn post_send(
     while !cur.is_null() {
         // SAFETY: an element of the caller's valid list.
         let w = unsafe { &*cur };
-        // Not yet (RESET, INIT, RTR) or not a state at all (a scribbled
-        // header) is EINVAL; SQD, SQE and ERR take requests (the last two
-        // flush them).
-        let state_ok = matches!(s.qp_state(), IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_SQE | IBV_QPS_ERR);
-        let posted = if state_ok { Ok(()) } else { Err(EINVAL) }
+        let posted = sq_accepts(&s)
             // SAFETY: `qp` is this provider's QP and `w` a valid request.
             .and_then(|()| unsafe { send_wqe(qp, q, w) })
             .and_then(|wqe| {
@@ -585,19 +708,8 @@ pub(crate) unsafe extern "C" fn post_send(
         cur = w.next;
     }
     if published > 0 {
-        // The kernel sets NEED_DB and then looks at prod; we stored prod and
-        // now look at the flag: a full barrier so one side sees the other.
-        fence(Ordering::SeqCst);
-        let need_db = s.kflags() & FERROCE_RING_NEED_DB != 0;
-        let state = s.qp_state();
-        drop(s);
-        if need_db || state == IBV_QPS_ERR || state == IBV_QPS_SQE {
-            let mut bad: *mut ibv_send_wr = null_mut();
-            // SAFETY: `qp` is this provider's QP; an empty list is a
-            // doorbell. Its result does not change what was posted: the
-            // requests are in the ring, for the kernel's next look.
-            unsafe { ibv_cmd_post_send(qp, null_mut(), &mut bad) };
-        }
+        // SAFETY: `qp` is this provider's QP, `s` its send side.
+        unsafe { send_doorbell(qp, s) };
     }
     ret
 }
