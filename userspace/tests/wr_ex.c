@@ -172,9 +172,13 @@ static int same(size_t a, size_t b, size_t len)
 
 static void connect_rc(struct ibv_qp *qp, struct ibv_qp *peer)
 {
+	/*
+	 * With the FLUSH rights, as rdma-core's pyverbs asks for them on every
+	 * RC QP: the device accepts (and drops) them, or connecting fails.
+	 */
 	struct tl_rc_conn c = {
 		.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			  IBV_ACCESS_REMOTE_ATOMIC,
+			  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_FLUSH_GLOBAL | IBV_ACCESS_FLUSH_PERSISTENT,
 		.mtu = port.active_mtu,
 		.dest_qpn = peer->qp_num,
 		.rq_psn = 0x200,

@@ -336,6 +336,12 @@ impl QpAttrIn<'_> {
     }
 }
 
+/// The FLUSH access rights of a QP (IBTA 1.5, `IB_ACCESS_FLUSH_GLOBAL`,
+/// `IB_ACCESS_FLUSH_PERSISTENT`), which rdma-core's tests and some
+/// consumers set on every RC QP.
+pub(crate) const ACCESS_FLUSH: u32 =
+    b::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL | b::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT;
+
 /// What Query QP answers.
 pub(crate) struct QpQuery {
     pub(crate) state: QpState,
