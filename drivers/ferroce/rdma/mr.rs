@@ -41,18 +41,20 @@ impl Umem {
     /// for `access` (process context: it may sleep and fault pages in),
     /// `npages` pages (`EFAULT` when the umem has fewer).
     pub(crate) fn get(dev: &FerroceDevice, start: u64, length: u64, access: u32, npages: usize) -> Result<Self> {
-        let mut pages = KVVec::with_capacity(npages, GFP_KERNEL_ACCOUNT)?;
-        for _ in 0..npages {
-            pages.push(core::ptr::null_mut(), GFP_KERNEL_ACCOUNT)?;
-        }
         // SAFETY: a live device; the core checks the range against the
-        // process's mappings and its pinning limit.
+        // process's mappings and its pinning limit (first: the page list
+        // below is as long as the range, which the process chose).
         let raw = kernel::error::from_err_ptr(unsafe {
             b::ferroce_umem_get(dev.ib_ptr(), start, length, access as core::ffi::c_int)
         })?;
         let raw = NonNull::new(raw).ok_or(EFAULT)?;
-        // INVARIANT: a new umem, ours; `pages` is checked below.
-        let mut umem = Self { raw, pages };
+        // INVARIANT: a new umem, ours (released by `drop` if anything
+        // below fails); `pages` is filled below before any use.
+        let mut umem = Self { raw, pages: KVVec::new() };
+        umem.pages = KVVec::with_capacity(npages, GFP_KERNEL_ACCOUNT)?;
+        for _ in 0..npages {
+            umem.pages.push(core::ptr::null_mut(), GFP_KERNEL_ACCOUNT)?;
+        }
         // SAFETY: our live umem; room for `npages` page pointers.
         let got = unsafe { b::ferroce_umem_pages(umem.raw.as_ptr(), umem.pages.as_mut_ptr(), npages) };
         if got != npages {
