@@ -11,7 +11,7 @@
 use super::bindings as b;
 use super::errno;
 use super::mr::{KernelMem, PageStage};
-use super::object::{create_counted, destroy_counted, Cq, CqRef, Mr, Object, Pd, Srq, SrqRef};
+use super::object::{create_counted, destroy_counted, Counted, Cq, CqRef, Mr, Object, Pd, Srq, SrqRef};
 use super::qp::{init_hooks, shutdown_hooks, write_query, Qp, QpAttrIn, QpInit, QpQuery, QpRef, SendWrs};
 use super::udata::Udata;
 use super::wr::{AhAttr, RecvWrs, WcSink};
@@ -526,21 +526,16 @@ impl<T: Driver> Adapter<T> {
         // SAFETY: this create call's QP, zeroed: its hooks are set up
         // before anything can reach it.
         unsafe { init_hooks::<T>(ibqp) };
-        let mut qpn = 0;
         // SAFETY: this create call's QP.
-        let r = unsafe {
-            create_counted(ibqp, |qp| {
-                let first = qp.clone();
-                T::create_qp(qp, &mut init, &mut udata).inspect(|_| qpn = first.qpn())
-            })
-        };
+        let r = unsafe { create_counted(ibqp, |qp| T::create_qp(qp, &mut init, &mut udata)) };
         match r {
             Ok(data) => {
-                // SAFETY: this create call's QP, not yet initialised; the
-                // core reads `qp_num` back.
+                // SAFETY: this create call's QP, not yet initialised; its
+                // number is the one the driver set; the core reads
+                // `qp_num` back.
                 unsafe {
                     Object::init(ibqp, data);
-                    (*ibqp).qp_num = qpn;
+                    (*ibqp).qp_num = Counted::of(ibqp).qpn();
                 }
                 0
             }
