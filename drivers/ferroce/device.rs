@@ -7,14 +7,10 @@
 // Safe Rust only: the compiler keeps it that way.
 #![forbid(unsafe_code)]
 
-use crate::rdma::bindings as b;
 use crate::rdma::{DeviceAttrs, NetDev, PortAttrs};
 use kernel::prelude::*;
 
-/// The uverbs ABI version module and provider agree on (ferroce-abi.h).
-pub(crate) const ABI_VERSION: u32 = b::FERROCE_UVERBS_ABI_VERSION;
-/// ferroce's private `rdma_driver_id` (ferroce-abi.h).
-pub(crate) const DRIVER_ID: u32 = b::FERROCE_DRIVER_ID;
+pub(crate) use crate::rdma::ABI_VERSION;
 
 /// Bytes of RoCEv2 encapsulation inside the netdev MTU that an IB MTU must
 /// leave room for: IPv6 (40, the larger IP header), UDP (8), BTH (12), the

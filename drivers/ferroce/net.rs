@@ -5,23 +5,16 @@
 //! packets into IP/UDP with the ICRC, and the receive path that checks IP,
 //! UDP and the ICRC before the engine sees a byte.
 
-use crate::rdma::bindings as b;
+use crate::rdma::net::Skb;
 use crate::rdma::object::{Counted, CqRef, SrqRef};
-use crate::rdma::{Counter, FerroceDevice, Registered};
+use crate::rdma::sys::{self, now_ns};
+use crate::rdma::{Counter, FerroceDevice};
 use crate::state::{Av, CqEntry, CqSlot, DevState, Mem};
 use crate::transport::engine::{NetHeader, RxOutcome};
 use crate::transport::qp::QpType;
 use crate::transport::wire::ip::{self, IpHeader, IpUdpRepr, UdpHeader, IPV6_LEN, UDP_LEN};
 use crate::transport::wire::{icrc, Bth};
-use core::cell::UnsafeCell;
-use core::ffi::{c_int, c_uint};
 use core::sync::atomic::Ordering;
-use kernel::prelude::*;
-use kernel::sync::atomic::{Acquire, Atomic};
-
-/// Errnos the kernel crate does not name (include/uapi/asm-generic/errno.h).
-const EAFNOSUPPORT: i32 = 97;
-const EADDRINUSE: i32 = 98;
 
 pub(crate) use crate::transport::wire::ip::ROCE_PORT;
 const ICRC_LEN: usize = 4;
@@ -36,93 +29,6 @@ const TX_ALLOC: usize = TX_HEADROOM + TX_MAX_TRANSPORT + ICRC_LEN;
 /// would take an order-1 page for every ACK.
 fn tx_len(mtu: crate::transport::qp::Mtu) -> usize {
     (TX_HEADROOM + crate::transport::wire::packet::tx_buffer_len(mtu.bytes() as usize) + ICRC_LEN).min(TX_ALLOC)
-}
-
-// ---------------------------------------------------------------------------
-// Per-namespace sockets
-
-/// The sockets of one network namespace (`net_generic` storage, zeroed by
-/// the kernel when the namespace is set up).
-#[repr(C)]
-struct NetSocks {
-    s4: *mut b::socket,
-    s6: *mut b::socket,
-}
-
-static NET_ID: Registered<c_uint> = Registered::new(0);
-
-static PERNET: Registered<b::pernet_operations> = Registered::new({
-    // SAFETY: all-zero is a valid, unregistered pernet_operations.
-    let mut ops: b::pernet_operations = unsafe { core::mem::zeroed() };
-    ops.id = NET_ID.as_ptr();
-    ops.size = core::mem::size_of::<NetSocks>();
-    ops.exit = Some(pernet_exit);
-    ops
-});
-
-pub(crate) fn register_pernet() -> Result {
-    // SAFETY: PERNET is static; it is unregistered in `unregister_pernet`.
-    kernel::error::to_result(unsafe { b::register_pernet_subsys(PERNET.as_ptr()) })
-}
-
-pub(crate) fn unregister_pernet() {
-    // SAFETY: registered in `register_pernet`. The exit callback closes
-    // every namespace's sockets; then no receive callback runs any more.
-    unsafe {
-        b::unregister_pernet_subsys(PERNET.as_ptr());
-        b::ferroce_synchronize_net();
-    }
-}
-
-unsafe extern "C" fn pernet_exit(net: *mut b::net) {
-    // SAFETY: the kernel calls us with a namespace being dismantled, whose
-    // generic storage holds our NetSocks.
-    unsafe {
-        let socks = b::ferroce_net_generic(net, *NET_ID.as_ptr()).cast::<NetSocks>();
-        for s in [&mut (*socks).s4, &mut (*socks).s6] {
-            if !s.is_null() {
-                b::ferroce_udp_tunnel_close(*s);
-                *s = core::ptr::null_mut();
-            }
-        }
-    }
-}
-
-/// Opens the namespace's sockets if this is its first ferroce device.
-pub(crate) fn ensure_sockets(net: *mut b::net) -> Result {
-    // SAFETY: `net` is the live namespace of a netdev the caller holds; the
-    // global mutex serialises socket creation; the storage is ours.
-    unsafe {
-        b::ferroce_net_lock();
-        let socks = b::ferroce_net_generic(net, *NET_ID.as_ptr()).cast::<NetSocks>();
-        let mut ret = Ok(());
-        for (ipv6, s) in [(false, &mut (*socks).s4), (true, &mut (*socks).s6)] {
-            if !s.is_null() {
-                continue;
-            }
-            let err = match kernel::error::from_err_ptr(b::ferroce_udp_tunnel_open(net, ipv6, Some(encap_rcv))) {
-                Ok(sock) => {
-                    *s = sock;
-                    continue;
-                }
-                Err(e) => e,
-            };
-            if ipv6 && err.to_errno() == -EAFNOSUPPORT {
-                // IPv6 disabled: IPv4 only.
-            } else {
-                if err.to_errno() == -EADDRINUSE {
-                    pr_err!(
-                        "UDP port {} is already in use in this network namespace (rdma_rxe with a device here?); delete that device or unload rdma_rxe\n",
-                        ROCE_PORT
-                    );
-                }
-                ret = Err(err);
-                break;
-            }
-        }
-        b::ferroce_net_unlock();
-        ret
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -281,7 +187,7 @@ const DIRECT_BATCH: usize = 32;
 
 /// A packet built under the lock, sent after it.
 struct Ready {
-    skb: *mut b::sk_buff,
+    skb: Skb,
     len: usize,
     av: Option<Av>,
     sport: u16,
@@ -387,8 +293,7 @@ fn kick_one(dev: &FerroceDevice, qpn: u32, budget: usize, chain: &mut Chain) {
                 // (the MAD layer does, under its queue's
                 // spin_lock_irqsave) must not reach the IP stack from there
                 // (it enables bottom halves): the QP's work item sends.
-                // SAFETY: reads the CPU's interrupt flag.
-                if unsafe { b::ferroce_irqs_disabled() } {
+                if sys::irqs_disabled() {
                     e.core.queue_work();
                     return;
                 }
@@ -443,21 +348,13 @@ fn kick_one(dev: &FerroceDevice, qpn: u32, budget: usize, chain: &mut Chain) {
                         break;
                     }
                     let len = tx_len(e.qp.attr().path_mtu);
-                    // SAFETY: the device's netdev is held by the RDMA core
-                    // while the device is registered, which it is during
-                    // verbs calls and receive. GFP_ATOMIC.
-                    let skb = unsafe { b::ferroce_tx_alloc(dev.ndev(), len as u32) };
-                    if skb.is_null() {
+                    let Some(mut skb) = Skb::alloc_tx(dev, len) else {
                         nomem = true;
                         break;
-                    }
-                    // SAFETY: the skb is linear with `len` bytes at its data
-                    // pointer and exclusively ours until sent or freed.
-                    let buf = unsafe { core::slice::from_raw_parts_mut(b::ferroce_skb_data(skb), len) };
+                    };
+                    let buf = skb.data_mut();
                     let transport = buf.get_mut(TX_HEADROOM..len.saturating_sub(ICRC_LEN));
                     let Some(t) = transport.and_then(|t| e.qp.poll_transmit(now, &mut mem, t)) else {
-                        // SAFETY: unsent skb of ours.
-                        unsafe { b::ferroce_kfree_skb(skb) };
                         break;
                     };
                     let av = match e.qp.qp_type() {
@@ -514,11 +411,7 @@ fn kick_one(dev: &FerroceDevice, qpn: u32, budget: usize, chain: &mut Chain) {
         for r in batch.iter_mut().take(n).filter_map(Option::take) {
             match r.av {
                 Some(av) => local |= send(dev, r.skb, r.len, &av, r.sport),
-                None => {
-                    dev.count(Counter::TxNoAh);
-                    // SAFETY: unsent skb of ours.
-                    unsafe { b::ferroce_kfree_skb(r.skb) };
-                }
+                None => dev.count(Counter::TxNoAh),
             }
         }
         if local {
@@ -632,44 +525,25 @@ fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, path: Option<&
 /// buffer laid out as `kick` lays out its own; None (counted) when no
 /// buffer could be had: the datagram is lost, as UD allows.
 fn spill(dev: &FerroceDevice, pkt: &[u8], mtu: crate::transport::qp::Mtu, av: Av, sport: u16) -> Option<Ready> {
-    let len = tx_len(mtu);
-    // SAFETY: as in `kick`: the netdev is held while the device is
-    // registered. GFP_ATOMIC.
-    let skb = unsafe { b::ferroce_tx_alloc(dev.ndev(), len as u32) };
-    if skb.is_null() {
+    let Some(mut skb) = Skb::alloc_tx(dev, tx_len(mtu)) else {
         dev.count(Counter::TxNoMem);
         return None;
-    }
-    // SAFETY: the skb is linear with `len` bytes at its data pointer and
-    // exclusively ours until sent or freed.
-    let buf = unsafe { core::slice::from_raw_parts_mut(b::ferroce_skb_data(skb), len) };
-    if put(buf, TX_HEADROOM, pkt).is_none() {
+    };
+    if put(skb.data_mut(), TX_HEADROOM, pkt).is_none() {
         dev.count(Counter::TxMalformed);
-        // SAFETY: unsent skb of ours.
-        unsafe { b::ferroce_kfree_skb(skb) };
         return None;
     }
     Some(Ready { skb, len: pkt.len(), av: Some(av), sport })
-}
-
-fn now_ns() -> u64 {
-    // SAFETY: reads the monotonic clock.
-    unsafe { b::ferroce_now_ns() }
 }
 
 /// Wraps the transport packet at `TX_HEADROOM..` (`len` bytes) of the
 /// linear skb from `kick` in UDP/IP, appends the ICRC and sends it;
 /// consumes the skb. A packet to this device is only queued on the
 /// device's local queue (returns true): the caller delivers the queue.
-fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, len: usize, av: &Av, sport: u16) -> bool {
-    // SAFETY: the skb from `kick` is linear, ours, and its data holds
-    // `skb_len` bytes.
-    let buf = unsafe { core::slice::from_raw_parts_mut(b::ferroce_skb_data(skb), b::ferroce_skb_len(skb) as usize) };
+fn send(dev: &FerroceDevice, mut skb: Skb, len: usize, av: &Av, sport: u16) -> bool {
     let start = TX_HEADROOM.saturating_sub(IpUdpRepr::header_len(av.ipv6));
     let total = (IpUdpRepr::header_len(av.ipv6) + ICRC_LEN).saturating_add(len);
-    let Some(pkt) = buf.get_mut(start..start.saturating_add(total)) else {
-        // SAFETY: unsent skb of ours.
-        unsafe { b::ferroce_kfree_skb(skb) };
+    let Some(pkt) = skb.data_mut().get_mut(start..start.saturating_add(total)) else {
         return false;
     };
     // The local fast path (below) hands the bytes to this device's own
@@ -678,8 +552,11 @@ fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, len: usize, av: &Av, sport: u
     let local = av.dip == av.sip;
     if encap(pkt, av, sport, dev.next_ip_id(), !local).is_err() {
         dev.count(Counter::TxMalformed);
-        // SAFETY: unsent skb of ours.
-        unsafe { b::ferroce_kfree_skb(skb) };
+        return false;
+    }
+    // The buffer's data becomes the IP packet (checked above to be there).
+    if !skb.narrow(start, total) {
+        dev.count(Counter::TxMalformed);
         return false;
     }
     // Local fast path: to this very device (same address), the packet goes
@@ -687,45 +564,20 @@ fn send(dev: &FerroceDevice, skb: *mut b::sk_buff, len: usize, av: &Av, sport: u
     // the IP stack (and without an ICRC: nothing on the way can corrupt
     // it). The caller delivers the queue after its batch.
     if local {
-        // SAFETY: our skb; its data now starts at the IP header and ends
-        // with the packet (`start + total <= TX_ALLOC`).
-        unsafe {
-            b::ferroce_skb_pull(skb, start as u32);
-            b::ferroce_skb_trim(skb, total as u32);
-        }
         // A bounded queue: senders on many CPUs cannot outpace its one
         // consumer without limit (the datagram is lost, as UD allows; an
         // RC packet is retransmitted).
-        // SAFETY: the queue is initialised with the device.
-        if unsafe { b::ferroce_skbq_len(dev.local_queue()) } >= local_queue_max() {
+        if dev.local_len() >= local_queue_max() {
             dev.count(Counter::TxLocalFull);
-            // SAFETY: unsent skb of ours.
-            unsafe { b::ferroce_kfree_skb(skb) };
             return true;
         }
         dev.count(Counter::TxLocal);
-        // SAFETY: the queue is initialised with the device and the skb is
-        // ours to hand over.
-        unsafe { b::ferroce_skbq_tail(dev.local_queue(), skb) };
+        dev.local_push(skb);
         return true;
     }
-    // SAFETY: `start + total <= TX_ALLOC`, the skb's length; the stack
-    // takes ownership of the skb in the send call.
-    let ret = unsafe {
-        b::ferroce_skb_pull(skb, start as u32);
-        b::ferroce_skb_trim(skb, total as u32);
-        if av.ipv6 {
-            b::ferroce_tx_send6(skb, av.net.as_ptr(), av.ifindex, av.sip.as_ptr().cast(), av.dip.as_ptr().cast(), av.flow_label.to_be())
-        } else {
-            let s = u32::from_ne_bytes([av.sip[0], av.sip[1], av.sip[2], av.sip[3]]);
-            let d = u32::from_ne_bytes([av.dip[0], av.dip[1], av.dip[2], av.dip[3]]);
-            b::ferroce_tx_send4(skb, av.net.as_ptr(), av.ifindex, s, d, av.tclass)
-        }
-    };
-    if ret == -113 /* EHOSTUNREACH */ {
-        dev.count(Counter::TxNoRoute);
-    } else {
-        dev.count(Counter::TxPackets);
+    match skb.send(av) {
+        Ok(()) => dev.count(Counter::TxPackets),
+        Err(_) => dev.count(Counter::TxNoRoute),
     }
     false
 }
@@ -773,48 +625,21 @@ fn headers(pkt: &mut [u8], av: &Av, sport: u16, ip_id: u16, total: usize) -> Opt
     r.emit(pkt, total).ok()
 }
 
-/// The CRC-32 register update of the kernel's `crc32_le` (accelerated
-/// where the CPU allows) for the bulk of each ICRC.
+/// The kernel's CRC-32 (accelerated where the CPU allows) for the bulk of
+/// each ICRC.
 fn kernel_crc32(reg: u32, data: &[u8]) -> u32 {
-    // SAFETY: `data` is a valid slice for the call.
-    unsafe { b::ferroce_crc32_le(reg, data.as_ptr(), data.len()) }
+    sys::crc32_le(reg, data)
 }
 
 // ---------------------------------------------------------------------------
 // Receive
 
-/// The UDP tunnel's receive callback: every datagram to port 4791.
-unsafe extern "C" fn encap_rcv(_sk: *mut b::sock, skb: *mut b::sk_buff) -> c_int {
-    // SAFETY: the UDP layer hands us a valid skb we now own; the device
-    // reference taken here is dropped below.
-    unsafe {
-        let ndev = b::ferroce_rx_netdev(skb);
-        if ndev.is_null() {
-            b::ferroce_kfree_skb(skb);
-            return 0;
-        }
-        let ibdev = b::ib_device_get_by_netdev(ndev, crate::device::DRIVER_ID);
-        b::ferroce_dev_put(ndev);
-        if ibdev.is_null() {
-            b::ferroce_kfree_skb(skb);
-            return 0;
-        }
-        let dev = FerroceDevice::from_ib(ibdev);
-        let mut ip = core::ptr::null_mut();
-        let mut len = 0u32;
-        if b::ferroce_rx_linear(skb, &mut ip, &mut len) != 0 {
-            dev.count(Counter::RxNoMem);
-            b::ferroce_kfree_skb(skb);
-        } else {
-            let kick_qpn = receive(dev, core::slice::from_raw_parts(ip, len as usize), false);
-            b::ferroce_consume_skb(skb);
-            if let Some(qpn) = kick_qpn {
-                kick(dev, qpn, KICK_BUDGET_SOFTIRQ);
-            }
-        }
-        b::ib_device_put(ibdev);
+/// A datagram from the wire (IP header onwards), from the UDP tunnel's
+/// receive callback: received, then the QP it woke sends.
+pub(crate) fn receive_datagram(dev: &FerroceDevice, packet: &[u8]) {
+    if let Some(qpn) = receive(dev, packet, false) {
+        kick(dev, qpn, KICK_BUDGET_SOFTIRQ);
     }
-    0
 }
 
 /// The QP timer: retransmission, RNR back-off and other engine deadlines.
@@ -871,28 +696,21 @@ fn linger_wait(dev: &FerroceDevice, qpn: u32) {
             // process, kicks of other QPs go on meanwhile), coming back to
             // the lock at most every 10 us.
             let t0 = now_ns();
-            if let Some((prod, taken)) = watch {
-                // SAFETY: `prod` is in the QP's SQ ring, which lives until
-                // destroy_qp has cancelled this work item (synchronously)
-                // and dropped the entry after that; an acquire load of an
-                // aligned u32 the process may write at any time.
-                // SAFETY: (as above) valid, aligned, and every kernel access
-                // to it is atomic.
-                let prod = unsafe { Atomic::from_ptr(prod) };
-                while prod.load(Acquire) == taken && now_ns().saturating_sub(t0) < 10_000 {
+            if let Some((prod, taken)) = watch.as_ref() {
+                // The watch holds the SQ ring's memory: no lock needed.
+                while prod.prod() == *taken && now_ns().saturating_sub(t0) < 10_000 {
                     kernel::processor::cpu_relax();
                 }
             }
-            // SAFETY: a scheduling point in process context.
-            unsafe { b::ferroce_cond_resched() };
+            sys::cond_resched();
             continue;
         }
-        // SAFETY: a short sleep in process context (the work item): the
-        // process whose next request we wait for may need this very CPU.
-        // (Not `kernel::time::delay::fsleep`: for 10 us it busy-waits in
-        // udelay and keeps the CPU; rings.sh counts 6836 system calls for
-        // 20000 64-byte writes with it, against fewer than 4000 asleep.)
-        unsafe { b::ferroce_usleep(10, 20) };
+        // A short sleep in process context (the work item): the process
+        // whose next request we wait for may need this very CPU. (Not
+        // `kernel::time::delay::fsleep`: for 10 us it busy-waits in udelay
+        // and keeps the CPU; rings.sh counts 6836 system calls for 20000
+        // 64-byte writes with it, against fewer than 4000 asleep.)
+        sys::usleep_range(10, 20);
     }
 }
 
@@ -904,8 +722,7 @@ const LOCAL_QUEUE_MAX: u32 = 4096;
 /// `test_local_queue_max` when set (tests/guest/security.sh fills a queue
 /// of 2 with one batch).
 fn local_queue_max() -> u32 {
-    // SAFETY: reads a module parameter.
-    match unsafe { b::ferroce_test_local_queue_max() } {
+    match sys::test_local_queue_max() {
         0 => LOCAL_QUEUE_MAX,
         n => n,
     }
@@ -970,28 +787,20 @@ pub(crate) fn run_local(dev: &FerroceDevice, budget: usize) {
             if n >= budget {
                 kicks.kick_all(dev);
                 dev.local_depth.store(0, Ordering::Release);
-                // SAFETY: the device's work item, set up with the device and
-                // cancelled in dealloc_driver.
-                unsafe { b::ferroce_work_queue(dev.local_work()) };
+                dev.queue_work();
                 return;
             }
-            // SAFETY: as above; a dequeued skb is ours.
-            let skb = unsafe { b::ferroce_skbq_dequeue(dev.local_queue()) };
-            if skb.is_null() {
+            let Some(skb) = dev.local_pop() else {
                 if kicks.n == 0 {
                     break;
                 }
                 kicks.kick_all(dev);
                 continue;
-            }
-            n = n.saturating_add(1);
-            // SAFETY: a linear skb from `send`, data = the IP packet.
-            let kick_qpn = unsafe {
-                let data = core::slice::from_raw_parts(b::ferroce_skb_data(skb), b::ferroce_skb_len(skb) as usize);
-                let k = receive(dev, data, true);
-                b::ferroce_consume_skb(skb);
-                k
             };
+            n = n.saturating_add(1);
+            // A buffer from `send`: its data is the IP packet.
+            let kick_qpn = receive(dev, skb.data(), true);
+            skb.consume();
             if let Some(qpn) = kick_qpn {
                 if !kicks.add(qpn) {
                     kicks.kick_all(dev);
@@ -1002,17 +811,14 @@ pub(crate) fn run_local(dev: &FerroceDevice, budget: usize) {
         dev.local_depth.store(0, Ordering::Release);
         // A packet queued after our last look but before the release would
         // otherwise wait for the next local send.
-        // SAFETY: as above.
-        if unsafe { b::ferroce_skbq_empty(dev.local_queue()) } {
+        if dev.local_is_empty() {
             return;
         }
     }
 }
 
 /// The device's work item: continues the local queue.
-pub(crate) unsafe extern "C" fn local_work(w: *mut b::work_struct) {
-    // SAFETY: the work item is the `local_work` of a live FerroceDevice.
-    let dev = unsafe { FerroceDevice::from_local_work(w) };
+pub(crate) fn device_work(dev: &FerroceDevice) {
     run_local(dev, LOCAL_BUDGET);
 }
 
@@ -1184,14 +990,4 @@ fn from_path(path: Option<&Av>, ip: &[u8], ipv6: bool) -> bool {
     let (Some(av), Ok(h)) = (path, IpHeader::new_checked(ip)) else { return false };
     let n = if ipv6 { 16 } else { 4 };
     av.ipv6 == ipv6 && h.is_ipv6() == ipv6 && av.dip.get(..n) == Some(h.src_addr()) && av.sip.get(..n) == Some(h.dst_addr())
-}
-
-/// A plain value in a static the kernel writes (the pernet id).
-impl<T> Registered<T> {
-    pub(crate) const fn new(v: T) -> Self {
-        Registered(UnsafeCell::new(v))
-    }
-    pub(crate) const fn as_ptr(&self) -> *mut T {
-        self.0.get()
-    }
 }

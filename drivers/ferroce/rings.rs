@@ -15,7 +15,7 @@
 #![forbid(unsafe_code)]
 
 use crate::rdma::{Counter, FerroceDevice};
-use crate::rdma::mmap::{sq_inline, sq_sges, RingRqWqe, RingSqWqe, UserRing, RING_NEED_DB};
+use crate::rdma::mmap::{sq_inline, sq_sges, ProdWatch, RingRqWqe, RingSqWqe, UserRing, RING_NEED_DB};
 use crate::state::{AhEntry, QpEntry};
 use crate::transport::qp::{QpState, QpType};
 use crate::transport::linger::{Idle as LingerIdle, Linger};
@@ -260,8 +260,8 @@ pub(crate) fn waiting_for_more(e: &QpEntry) -> bool {
 
 /// For a lingering QP: where its SQ's producer index lives and the value
 /// that means "nothing new" (the work item watches it without the lock).
-pub(crate) fn linger_watch(e: &QpEntry) -> Option<(*mut u32, u32)> {
-    e.rings.as_ref().filter(|r| r.linger.is_armed()).map(|r| (r.sq.prod_ptr(), r.sq_taken))
+pub(crate) fn linger_watch(e: &QpEntry) -> Option<(ProdWatch, u32)> {
+    e.rings.as_ref().filter(|r| r.linger.is_armed()).map(|r| (r.sq.watch(), r.sq_taken))
 }
 
 /// Whether a process's QP needs its sender to look at the SQ ring: new

@@ -23,7 +23,7 @@ use crate::rdma::mmap::{ring_cqe, RingCqe, RingRqWqe, UserRing, RING_CQ_WAITING}
 use crate::rdma::mr::{KernelMem, Umem};
 use crate::rdma::object::{CqRef, SrqRef};
 use crate::rdma::qp::QpRef;
-use crate::rdma::wr::{NetNs, QpToken};
+use crate::rdma::wr::QpToken;
 use kernel::prelude::*;
 
 /// Queue pairs per device (QPN 1 is the GSI QP; user QPNs start at 16).
@@ -67,19 +67,7 @@ impl<T> AsMut<[T]> for Slots<T> {
 
 pub(crate) type EngineQp = Qp<Slots<SendSlot>, Slots<RecvSlot>>;
 
-/// Where a packet goes: the RoCE v2 address vector of an AH or a QP's path.
-#[derive(Clone, Copy)]
-pub(crate) struct Av {
-    pub(crate) ipv6: bool,
-    /// Source and destination addresses (IPv4 in the first 4 bytes).
-    pub(crate) sip: [u8; 16],
-    pub(crate) dip: [u8; 16],
-    pub(crate) tclass: u8,
-    pub(crate) hop_limit: u8,
-    pub(crate) flow_label: u32,
-    pub(crate) ifindex: i32,
-    pub(crate) net: NetNs,
-}
+pub(crate) use crate::rdma::net::Av;
 
 pub(crate) struct QpEntry {
     pub(crate) qp: EngineQp,

@@ -179,4 +179,12 @@ impl Driver for Ferroce {
     fn qp_work(dev: &FerroceDevice, qpn: u32) {
         crate::net::qp_work(dev, qpn)
     }
+
+    fn receive(dev: &FerroceDevice, packet: &[u8]) {
+        crate::net::receive_datagram(dev, packet)
+    }
+
+    fn device_work(dev: &FerroceDevice) {
+        crate::net::device_work(dev)
+    }
 }

@@ -9,6 +9,7 @@ use super::udata::Udata;
 use super::vtable::Driver;
 use crate::transport::verbs::{Cqe, Sge};
 use kernel::prelude::*;
+use kernel::sync::Arc;
 use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
 
 
@@ -71,23 +72,77 @@ pub(crate) fn ring_cqe(c: &Cqe) -> b::ferroce_cqe {
     o
 }
 
-/// A ring in memory a process maps: the header, then `entries` slots of
-/// `stride` bytes. The kernel reaches it through `base` while the ring
-/// exists (the mmap entry keeps the memory until the last mapping and the
-/// driver's reference are gone); everything in it may change under us at
-/// any moment, so every read is one copy and every index is checked.
-pub(crate) struct UserRing {
+/// A ring's memory: `base` in the kernel's address space, `entry` the mmap
+/// entry that owns it. Shared ([`Arc`]) by the ring and the
+/// [`ProdWatch`]es taken from it; the last one removes the entry (the
+/// memory goes with the last mapping of it).
+///
+/// # Invariants
+/// `base` is the start of the entry's memory, header first, for as long as
+/// `entry` has not been removed, i.e. while this value lives.
+struct RingMem {
     base: *mut u8,
-    entries: u32,
-    stride: usize,
     entry: *mut b::rdma_user_mmap_entry,
-    offset: u64,
-    map_len: u32,
 }
 
-// SAFETY: the memory is reached only under the device lock (or by the
-// creating/destroying verbs call before/after the object is in a table).
-unsafe impl Send for UserRing {}
+// SAFETY: through a shared `RingMem` only the header's words are reached,
+// each with an atomic access (`word`); the slots are reached through the
+// `UserRing` (not `Sync`), under the device lock.
+unsafe impl Send for RingMem {}
+// SAFETY: as above.
+unsafe impl Sync for RingMem {}
+
+impl RingMem {
+    /// The `u32` of the ring's header at `offset` (an `offset_of!` of one
+    /// of its fields). The process may write it at any moment: every
+    /// kernel access to it is atomic, through this view.
+    fn word(&self, offset: usize) -> &Atomic<u32> {
+        let p = self.base.wrapping_add(offset).cast::<u32>();
+        // SAFETY: callers pass the offset of a `u32` field of the header,
+        // which lies inside the live ring (invariant, for as long as
+        // `self`), so `p` is valid and 4-byte aligned; no kernel access to
+        // it is non-atomic.
+        unsafe { Atomic::from_ptr(p) }
+    }
+
+    fn prod(&self) -> u32 {
+        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, prod)).load(Acquire)
+    }
+}
+
+impl Drop for RingMem {
+    fn drop(&mut self) {
+        // SAFETY: our entry, removed once; the memory goes when the last
+        // mapping does. Dropped without the device lock (may sleep).
+        unsafe { b::ferroce_ring_destroy(self.entry) }
+    }
+}
+
+/// A ring in memory a process maps: the header, then `entries` slots of
+/// `stride` bytes. Everything in it may change under us at any moment, so
+/// every read is one copy and every index is checked.
+pub(crate) struct UserRing {
+    mem: Arc<RingMem>,
+    entries: u32,
+    stride: usize,
+    offset: u64,
+    map_len: u32,
+    /// Not `Sync`: the slots are read and written through `&self` by one
+    /// holder of the device lock at a time.
+    _not_sync: core::marker::PhantomData<core::cell::Cell<()>>,
+}
+
+/// A ring's producer index, for a reader without the device lock (a QP's
+/// work item waiting for the process's next request). Holds the ring's
+/// memory.
+pub(crate) struct ProdWatch(Arc<RingMem>);
+
+impl ProdWatch {
+    /// The producer index (acquire).
+    pub(crate) fn prod(&self) -> u32 {
+        self.0.prod()
+    }
+}
 
 impl UserRing {
     /// A zeroed ring of at least `want` slots (a power of two, at least 1)
@@ -109,7 +164,11 @@ impl UserRing {
         if base.is_null() {
             return Err(ENOMEM);
         }
-        Ok(Self { base: base.cast(), entries, stride, entry, offset, map_len })
+        // INVARIANT: the entry's memory, header first.
+        let mem = RingMem { base: base.cast(), entry };
+        // On failure `mem` is dropped: the entry is removed.
+        let mem = Arc::new(mem, GFP_KERNEL)?;
+        Ok(Self { mem, entries, stride, offset, map_len, _not_sync: core::marker::PhantomData })
     }
 
     pub(crate) fn entries(&self) -> u32 {
@@ -121,32 +180,18 @@ impl UserRing {
         b::ferroce_ring_map { offset: self.offset, map_len: self.map_len, entries: self.entries }
     }
 
-    fn hdr(&self) -> *mut b::ferroce_ring_hdr {
-        self.base.cast()
+    /// A watch on the producer index that holds the ring's memory.
+    pub(crate) fn watch(&self) -> ProdWatch {
+        ProdWatch(self.mem.clone())
     }
 
-    /// Where the producer index lives, for a reader that holds no lock
-    /// (`net::linger_wait`; the ring outlives the QP's work item).
-    pub(crate) fn prod_ptr(&self) -> *mut u32 {
-        // SAFETY: the header is inside the live ring (no access here).
-        unsafe { core::ptr::addr_of_mut!((*self.hdr()).prod) }
-    }
-
-    /// The `u32` of the ring's header at `offset` (an `offset_of!` of one
-    /// of its fields). The process may write it at any moment: every
-    /// kernel access to it is atomic, through this view.
     fn word(&self, offset: usize) -> &Atomic<u32> {
-        let p = self.hdr().cast::<u8>().wrapping_add(offset).cast::<u32>();
-        // SAFETY: callers pass the offset of a `u32` field of the header,
-        // which lies inside the live ring (it lives as long as `self`), so
-        // `p` is valid and 4-byte aligned; no kernel access to it is
-        // non-atomic.
-        unsafe { Atomic::from_ptr(p) }
+        self.mem.word(offset)
     }
 
     /// The producer index (acquire: slots below it are written).
     pub(crate) fn prod(&self) -> u32 {
-        self.word(core::mem::offset_of!(b::ferroce_ring_hdr, prod)).load(Acquire)
+        self.mem.prod()
     }
 
     /// The consumer index (acquire: slots below it are done with).
@@ -175,7 +220,7 @@ impl UserRing {
         let i = (index & (self.entries - 1)) as usize;
         // SAFETY: `i < entries`, so the slot lies inside the ring's
         // allocation of header + entries * stride bytes.
-        unsafe { self.base.add(b::FERROCE_RING_HDR_SIZE as usize + i * self.stride) }
+        unsafe { self.mem.base.add(b::FERROCE_RING_HDR_SIZE as usize + i * self.stride) }
     }
 
     /// One copy of slot `index` (a plain C structure of integers, for
@@ -196,13 +241,5 @@ impl UserRing {
         let n = core::mem::size_of::<T>().min(self.stride);
         // SAFETY: `n` bytes into the slot, inside the ring.
         unsafe { core::ptr::copy_nonoverlapping(core::ptr::from_ref(v).cast::<u8>(), self.slot(index), n) }
-    }
-}
-
-impl Drop for UserRing {
-    fn drop(&mut self) {
-        // SAFETY: our entry, removed once; the memory goes when the last
-        // mapping does. Called without the device lock (may sleep).
-        unsafe { b::ferroce_ring_destroy(self.entry) }
     }
 }

@@ -13,16 +13,17 @@
 pub(crate) mod bindings;
 pub(crate) mod mmap;
 pub(crate) mod mr;
+pub(crate) mod net;
 pub(crate) mod object;
 pub(crate) mod qp;
 pub(crate) mod sync;
+pub(crate) mod sys;
 pub(crate) mod udata;
 pub(crate) mod vtable;
 pub(crate) mod wr;
 
 use crate::device;
 use self::bindings as b;
-use crate::net;
 use crate::quota::Kind;
 use crate::state::{self, DevState};
 use self::sync::BhLock;
@@ -42,10 +43,24 @@ pub(crate) struct Registered<T>(pub(crate) UnsafeCell<T>);
 unsafe impl<T> Sync for Registered<T> {}
 
 impl<T> Registered<T> {
+    pub(crate) const fn new(v: T) -> Self {
+        Registered(UnsafeCell::new(v))
+    }
+    pub(crate) const fn as_ptr(&self) -> *mut T {
+        self.0.get()
+    }
     fn get(&self) -> *mut T {
         self.0.get()
     }
 }
+
+/// The uverbs ABI version module and provider agree on (ferroce-abi.h).
+pub(crate) const ABI_VERSION: u32 = b::FERROCE_UVERBS_ABI_VERSION;
+/// ferroce's private `rdma_driver_id` (ferroce-abi.h).
+pub(crate) const DRIVER_ID: u32 = b::FERROCE_DRIVER_ID;
+
+/// The driver behind the layer's callbacks.
+type Drv = crate::driver::Ferroce;
 
 static LINK_OPS: Registered<b::rdma_link_ops> = Registered(UnsafeCell::new({
     // SAFETY: all-zero is a valid `rdma_link_ops`: an unlinked list head and
@@ -99,7 +114,7 @@ impl Drop for Registration {
         // notifier that may queue them goes away.
         unsafe {
             b::rdma_link_unregister(LINK_OPS.get());
-            b::ib_unregister_driver(device::DRIVER_ID);
+            b::ib_unregister_driver(DRIVER_ID);
             b::unregister_netdevice_notifier(NETDEV_NOTIFIER.get());
         }
         net::unregister_pernet();
@@ -166,7 +181,7 @@ impl NetDev {
         // SAFETY: the device is alive; a non-null result carries a reference
         // that is dropped at once.
         unsafe {
-            let ibdev = b::ib_device_get_by_netdev(self.0, device::DRIVER_ID);
+            let ibdev = b::ib_device_get_by_netdev(self.0, DRIVER_ID);
             if ibdev.is_null() {
                 false
             } else {
@@ -343,10 +358,6 @@ impl FerroceDevice {
         core::ptr::addr_of!(self.ib).cast_mut()
     }
 
-    pub(crate) fn ndev(&self) -> *mut b::net_device {
-        self.ndev
-    }
-
     pub(crate) fn ndev_mtu(&self) -> u32 {
         // SAFETY: the core holds the netdev while the device exists.
         unsafe { b::ferroce_netdev_mtu(self.ndev) }
@@ -358,11 +369,11 @@ impl FerroceDevice {
         }
     }
 
-    pub(crate) fn local_queue(&self) -> *mut b::sk_buff_head {
+    fn local_queue(&self) -> *mut b::sk_buff_head {
         core::ptr::addr_of!(self.local_queue).cast_mut()
     }
 
-    pub(crate) fn local_work(&self) -> *mut b::work_struct {
+    fn local_work(&self) -> *mut b::work_struct {
         core::ptr::addr_of!(self.local_work).cast_mut()
     }
 
@@ -406,8 +417,8 @@ fn device_ops() -> b::ib_device_ops {
     // SAFETY: all-zero is a valid `ib_device_ops`: no callbacks, no sizes.
     let mut ops: b::ib_device_ops = unsafe { core::mem::zeroed() };
     ops.owner = crate::THIS_MODULE.as_ptr().cast();
-    ops.driver_id = device::DRIVER_ID;
-    ops.uverbs_abi_ver = device::ABI_VERSION;
+    ops.driver_id = DRIVER_ID;
+    ops.uverbs_abi_ver = ABI_VERSION;
     ops.set_uverbs_robust_udata(1);
     ops.query_device = Some(query_device);
     ops.query_port = Some(query_port);
@@ -422,7 +433,7 @@ fn device_ops() -> b::ib_device_ops {
     ops.alloc_hw_port_stats = Some(alloc_hw_port_stats);
     ops.get_hw_stats = Some(get_hw_stats);
     // The verbs: the Driver trait's callbacks.
-    vtable::Adapter::<crate::driver::Ferroce>::fill(&mut ops);
+    vtable::Adapter::<Drv>::fill(&mut ops);
     ops
 }
 
@@ -436,8 +447,7 @@ unsafe extern "C" fn newlink(name: *const c_char, ndev: *mut b::net_device) -> c
 
 fn add_device(name: &CStr, ndev: &NetDev) -> Result {
     device::check_newlink(name, ndev)?;
-    // SAFETY: the netdev is alive for the call.
-    net::ensure_sockets(unsafe { b::ferroce_dev_net(ndev.0) })?;
+    net::ensure_sockets::<Drv>(ndev)?;
     let tables = DevState::new()?;
     // SAFETY: allocates a zeroed device of our size in the initial network
     // namespace; checked for null below.
@@ -461,7 +471,7 @@ fn add_device(name: &CStr, ndev: &NetDev) -> Result {
         let state = BhLock::new(tables, c"ferroce_device_state", kernel::static_lock_class!());
         let _ = state.__pinned_init(core::ptr::addr_of_mut!((*fdev).state));
         b::ferroce_skbq_init(core::ptr::addr_of_mut!((*fdev).local_queue));
-        b::ferroce_work_init(core::ptr::addr_of_mut!((*fdev).local_work), Some(net::local_work));
+        b::ferroce_work_init(core::ptr::addr_of_mut!((*fdev).local_work), Some(net::device_work::<Drv>));
         (*fdev).ndev = ndev.0;
         (*ibdev).uverbs_cmd_mask |= (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
             | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_RECV)
@@ -535,7 +545,7 @@ unsafe extern "C" fn netdev_event(
     // with a reference, released below.
     unsafe {
         let ndev = b::ferroce_notifier_info_to_dev(ptr);
-        let ibdev = b::ib_device_get_by_netdev(ndev, device::DRIVER_ID);
+        let ibdev = b::ib_device_get_by_netdev(ndev, DRIVER_ID);
         if !ibdev.is_null() {
             b::ib_unregister_device_queued(ibdev);
             b::ib_device_put(ibdev);

@@ -160,6 +160,14 @@ pub(crate) trait Driver: Sized + 'static {
 
     /// A QP's work item runs (process context).
     fn qp_work(dev: &FerroceDevice, qpn: u32);
+
+    /// A RoCEv2 datagram arrived for `dev`: `packet` is its bytes from the
+    /// IP header on, nothing checked yet (softirq context).
+    fn receive(dev: &FerroceDevice, packet: &[u8]);
+
+    /// The device's work item runs (process context; queued by
+    /// `FerroceDevice::queue_work`).
+    fn device_work(dev: &FerroceDevice);
 }
 
 /// What a CQ is created with.
