@@ -5,34 +5,26 @@
 //! provider.
 //!
 //! Layout:
-//! - [`rdma`]: the boundary with the kernel's RDMA core: module
-//!   registrations, the device structure, device and port queries, link
-//!   add/delete; [`rdma::bindings`] (the bindgen-generated C declarations)
-//!   and [`rdma::sync`] (the device lock, a `kernel::sync::lock::Backend`);
-//! - [`driver`]: the verbs, one file per object, on the layer's `Driver`
-//!   trait (safe Rust);
-//! - [`net`]: per-namespace UDP tunnel sockets, encapsulation, receive;
-//! - [`rings`]: the SQ/RQ rings a process shares with the kernel (copied
-//!   once, validated, doorbell flag);
-//! - [`state`]: the device's tables and the engine's view of memory;
-//! - [`quota`]: what each user may hold of those tables;
-//! - [`device`]: what a ferroce device is and answers, in safe Rust;
+//! - [`rdma`]: the layer between ferroce and the kernel: the only module
+//!   that names C declarations ([`rdma::bindings`]). It is generic over the
+//!   [`rdma::vtable::Driver`] trait and never imports the driver: the
+//!   device structure and its registration, the verbs callbacks, counted
+//!   objects, socket buffers and the UDP tunnel sockets, user rings, pinned
+//!   memory, the device lock ([`rdma::sync`]);
+//! - [`driver`]: ferroce as a `Driver`, in safe Rust: the verbs one file per
+//!   object, the data path as stages (`sched`, `tx`, `rx`, `complete`), the
+//!   device's tables (`tables`), what each user may hold of them (`quota`),
+//!   the rings a process shares with the kernel (`rings`) and what the
+//!   device answers (`device`);
 //! - [`transport`]: the sans-IO IBTA transport engine, shared verbatim with
 //!   the host crate in `transport/` where it is tested and simulated.
 //!
-//! `unsafe` code lives in the modules that face C (`rdma`, and `net` until
-//! it moves there), each block with its proof; `driver`, `state`, `rings`,
-//! `quota`, `device` and the engine have none.
+//! Every module but `rdma` is safe Rust.
 
 use kernel::prelude::*;
 
-mod device;
 mod driver;
-mod net;
-mod quota;
 mod rdma;
-mod rings;
-mod state;
 #[allow(dead_code, unused_imports, unreachable_pub, missing_docs, clippy::all)]
 mod transport;
 
@@ -51,10 +43,10 @@ struct Ferroce {
 
 impl kernel::Module for Ferroce {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        let registration = rdma::Registration::new()?;
+        let registration = rdma::Registration::new::<driver::Ferroce>()?;
         pr_info!(
             "loaded: `rdma link add NAME type ferroce netdev DEV` creates a device (uverbs ABI {})\n",
-            device::ABI_VERSION
+            rdma::ABI_VERSION
         );
         Ok(Self {
             _registration: registration,

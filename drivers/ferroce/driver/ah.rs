@@ -3,13 +3,13 @@
 //! Address handles: an entry of the device's AH table (the address vector
 //! and the PD), named by its index in UD work requests.
 
-use super::Ferroce;
-use crate::quota::{self, Charge, Kind};
+use super::ferroce::Ferroce;
+use crate::driver::quota::{self, Charge, Kind};
 use crate::rdma::object::Pd;
 use crate::rdma::udata::{CreateAhResp, Udata};
 use crate::rdma::wr::AhAttr;
-use crate::rdma::FerroceDevice;
-use crate::state::AhEntry;
+use crate::driver::ferroce::FerroceDevice;
+use crate::driver::tables::AhEntry;
 use kernel::prelude::*;
 
 /// An AH's data.

@@ -5,16 +5,18 @@
 //! `poll_cq`; a process's CQ is a ring it maps and polls itself, where the
 //! kernel writes completions (`CqEntry::push`).
 
-use super::Ferroce;
-use crate::net::{self, Notify};
-use crate::quota::{self, Charge, Kind};
+use super::ferroce::Ferroce;
+use super::complete::{self, Notify};
+use super::sched;
+use crate::driver::quota::{self, Charge, Kind};
 use crate::rdma::mmap::{UserRing, CQE_SIZE};
 use crate::rdma::object::{Cq, CqRef};
 use crate::rdma::udata::{CreateCqResp, ResizeCqResp, Udata};
 use crate::rdma::vtable::CqAttr;
 use crate::rdma::wr::WcSink;
-use crate::rdma::{eopnotsupp, FerroceDevice};
-use crate::state::{take_unused, CqEntry, MAX_CQE};
+use crate::rdma::eopnotsupp;
+use crate::driver::ferroce::FerroceDevice;
+use crate::driver::tables::{take_unused, CqEntry, MAX_CQE};
 use kernel::prelude::*;
 
 /// A CQ's data.
@@ -170,13 +172,13 @@ fn doorbell(dev: &FerroceDevice, index: usize) {
                 .map_or(0, |e| u32::from(e.send_cq == index) + u32::from(e.recv_cq == index));
             if uses > 0 {
                 left = left.saturating_sub(uses);
-                net::drain(dev, &mut st, qpn as u32, 0, &mut notify);
+                complete::drain(dev, &mut st, qpn as u32, 0, &mut notify);
                 let _ = kicks.push(qpn as u32, GFP_ATOMIC);
             }
         }
     }
     notify.run(dev);
     for qpn in kicks.iter() {
-        net::kick(dev, *qpn, net::KICK_BUDGET_TASK);
+        sched::kick(dev, *qpn, sched::KICK_BUDGET_TASK);
     }
 }

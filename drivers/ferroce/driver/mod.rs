@@ -6,11 +6,20 @@
 #![deny(unsafe_code)]
 
 mod ah;
+mod complete;
 pub(crate) mod cq;
+pub(crate) mod device;
+pub(crate) mod ferroce;
 pub(crate) mod mr;
 pub(crate) mod pd;
 pub(crate) mod qp;
+pub(crate) mod quota;
+pub(crate) mod rings;
+mod rx;
+mod sched;
 pub(crate) mod srq;
+pub(crate) mod tables;
+mod tx;
 pub(crate) mod ucontext;
 
 use crate::rdma::mr::{KernelMem, PageStage};
@@ -19,14 +28,15 @@ use crate::rdma::qp::{Qp, QpAttrIn, QpInit, QpQuery, QpRef, SendWrs};
 use crate::rdma::udata::Udata;
 use crate::rdma::vtable::{CqAttr, Driver, SrqAttr};
 use crate::rdma::wr::{AhAttr, RecvWrs, WcSink};
-use crate::rdma::FerroceDevice;
+use crate::rdma::{DeviceAttrs, NetDev, PortAttrs};
+use tables::DevState;
 use kernel::prelude::*;
 
-/// ferroce, the [`Driver`].
-pub(crate) struct Ferroce;
+pub(crate) use ferroce::{Ferroce, FerroceDevice};
 
 #[vtable]
 impl Driver for Ferroce {
+    type State = DevState;
     type Ucontext = ucontext::UcontextData;
     type Pd = pd::PdData;
     type Ah = ah::AhData;
@@ -35,7 +45,23 @@ impl Driver for Ferroce {
     type Mr = mr::MrData;
     type Qp = qp::QpData;
 
-    const MAX_MR_PAGE_SIZE: u64 = crate::state::MAX_FAST_PAGE_SIZE;
+    const MAX_MR_PAGE_SIZE: u64 = crate::driver::tables::MAX_FAST_PAGE_SIZE;
+
+    fn check_newlink(name: &CStr, ndev: &NetDev) -> Result {
+        crate::driver::device::check_newlink(name, ndev)
+    }
+
+    fn new_state() -> Result<DevState> {
+        DevState::new()
+    }
+
+    fn device_attrs(dev: &FerroceDevice) -> DeviceAttrs {
+        crate::driver::device::device_attrs(dev.node_guid())
+    }
+
+    fn port_attrs(ndev: &NetDev) -> PortAttrs {
+        crate::driver::device::port_attrs(ndev)
+    }
 
     fn alloc_ucontext(dev: &FerroceDevice, udata: &mut Udata<'_, Self>) -> Result<ucontext::UcontextData> {
         ucontext::alloc(dev, udata)
@@ -173,18 +199,18 @@ impl Driver for Ferroce {
     }
 
     fn qp_timer(dev: &FerroceDevice, qpn: u32) {
-        crate::net::qp_timer(dev, qpn)
+        sched::qp_timer(dev, qpn)
     }
 
     fn qp_work(dev: &FerroceDevice, qpn: u32) {
-        crate::net::qp_work(dev, qpn)
+        sched::qp_work(dev, qpn)
     }
 
     fn receive(dev: &FerroceDevice, packet: &[u8]) {
-        crate::net::receive_datagram(dev, packet)
+        sched::receive_datagram(dev, packet)
     }
 
     fn device_work(dev: &FerroceDevice) {
-        crate::net::device_work(dev)
+        sched::device_work(dev)
     }
 }

@@ -6,13 +6,14 @@
 //! kernel consumer has the DMA region (all memory) and fast-registration
 //! regions whose page list a REG_MR work request installs.
 
-use super::Ferroce;
-use crate::quota::{self, Charge, Kind};
+use super::ferroce::Ferroce;
+use crate::driver::quota::{self, Charge, Kind};
 use crate::rdma::mr::{KernelMem, PageStage, Umem, ACCESS_OPTIONAL};
 use crate::rdma::object::{Mr, Pd};
 use crate::rdma::udata::Udata;
-use crate::rdma::{eopnotsupp, FerroceDevice};
-use crate::state::{FastMr, MrEntry, MrKind, MAX_FAST_PAGES, PAGE_SIZE};
+use crate::rdma::eopnotsupp;
+use crate::driver::ferroce::FerroceDevice;
+use crate::driver::tables::{FastMr, MrEntry, MrKind, MAX_FAST_PAGES, PAGE_SIZE};
 use crate::transport::verbs::access;
 use kernel::prelude::*;
 

@@ -3,11 +3,11 @@
 //! Protection domains.
 
 use super::ucontext::account_of;
-use super::Ferroce;
-use crate::quota::{self, Account, Charge, Kind};
+use super::ferroce::Ferroce;
+use crate::driver::quota::{self, Account, Charge, Kind};
 use crate::rdma::udata::Udata;
-use crate::rdma::FerroceDevice;
-use crate::state::PdOwner;
+use crate::driver::ferroce::FerroceDevice;
+use crate::driver::tables::PdOwner;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 

@@ -5,16 +5,18 @@
 //! posts through rings it maps (its `post_send`/`post_recv` calls are
 //! doorbells); a kernel consumer's posts through these verbs.
 
-use super::Ferroce;
-use crate::net::{self, Notify};
-use crate::quota::{self, Charge, Kind};
+use super::ferroce::Ferroce;
+use super::complete::{self, Notify};
+use super::sched;
+use crate::driver::quota::{self, Charge, Kind};
 use crate::rdma::mmap::{RingMap, UserRing, RQ_WQE_SIZE, SQ_WQE_SIZE};
 use crate::rdma::qp::{Qp, QpAttrIn, QpCap, QpInit, QpKind, QpQuery, QpRef, SendWr, SendWrs, ACCESS_FLUSH};
 use crate::rdma::udata::{CreateQpResp, Udata};
 use crate::rdma::wr::RecvWrs;
-use crate::rdma::{eopnotsupp, Counter, FerroceDevice};
-use crate::rings::QpRings;
-use crate::state::{Returned, QpEntry, Slots, GSI_QPN, MAX_FAST_PAGE_SIZE, MAX_QP_WR, SRQ_QP_SLOTS};
+use crate::rdma::{eopnotsupp, Counter};
+use crate::driver::ferroce::FerroceDevice;
+use crate::driver::rings::QpRings;
+use crate::driver::tables::{Returned, QpEntry, Slots, GSI_QPN, MAX_FAST_PAGE_SIZE, MAX_QP_WR, SRQ_QP_SLOTS};
 use crate::transport::engine::{Qp as EngineQp, QpConfig, RecvSlot, SendSlot};
 use crate::transport::qp::{mask, Mtu, QpState, QpType};
 use crate::transport::verbs::{FastReg, RecvWqe, SendWqe, WrOpcode, MAX_INLINE, MAX_SGE};
@@ -29,7 +31,7 @@ pub(crate) struct QpData {
 
 /// The IB MTU of the device's port now.
 fn port_mtu(dev: &FerroceDevice) -> Mtu {
-    let e = crate::rdma::ib_mtu_from_bytes(dev.ndev_mtu().saturating_sub(crate::device::ROCE_OVERHEAD));
+    let e = crate::rdma::ib_mtu_from_bytes(dev.ndev_mtu().saturating_sub(crate::driver::device::ROCE_OVERHEAD));
     Mtu::from_u32(e).unwrap_or(Mtu::Mtu256)
 }
 
@@ -225,12 +227,12 @@ pub(super) fn modify(qp: &Qp<'_, Ferroce>, attr: &QpAttrIn<'_>, udata: &mut Udat
             }
             e.arm_timer();
         }
-        net::drain(dev, st, qpn, 0, &mut notify);
+        complete::drain(dev, st, qpn, 0, &mut notify);
         r
     };
     notify.run(dev);
     if ret.is_ok() {
-        net::kick(dev, qpn, net::KICK_BUDGET_TASK);
+        sched::kick(dev, qpn, sched::KICK_BUDGET_TASK);
     }
     ret
 }
@@ -353,7 +355,7 @@ pub(super) fn post_send(qp: &Qp<'_, Ferroce>, wrs: &mut SendWrs<'_, Ferroce>) ->
         let wqe = send_wqe(w, e, inline.map(|n| (&data, n)))?;
         e.qp.post_send(&wqe).map_err(|x| Error::from_errno(x.errno()))
     });
-    net::kick(dev, qpn, net::KICK_BUDGET_TASK);
+    sched::kick(dev, qpn, sched::KICK_BUDGET_TASK);
     r
 }
 
@@ -370,7 +372,7 @@ pub(super) fn post_recv(qp: &Qp<'_, Ferroce>, wrs: &mut RecvWrs<'_>) -> Result {
             // (its doorbell, needed in ERR) carries no requests.
             Some(e) if e.rings.is_some() => {
                 if wrs.is_empty() {
-                    crate::rings::pull_rq(dev, e);
+                    crate::driver::rings::pull_rq(dev, e);
                     Ok(())
                 } else {
                     Err(EINVAL)
@@ -383,7 +385,7 @@ pub(super) fn post_recv(qp: &Qp<'_, Ferroce>, wrs: &mut RecvWrs<'_>) -> Result {
             }),
         };
         // Posting to a QP in ERR flushes at once.
-        net::drain(dev, &mut st, qpn, 0, &mut notify);
+        complete::drain(dev, &mut st, qpn, 0, &mut notify);
         r
     };
     notify.run(dev);

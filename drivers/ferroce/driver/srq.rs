@@ -4,15 +4,16 @@
 //! receive WQEs that the QPs attached to it take from when a message
 //! arrives. A process's SRQ is a ring it maps and posts to itself.
 
-use super::Ferroce;
-use crate::quota::{self, Charge, Kind};
+use super::ferroce::Ferroce;
+use crate::driver::quota::{self, Charge, Kind};
 use crate::rdma::mmap::{UserRing, RQ_WQE_SIZE};
 use crate::rdma::object::{Srq, SrqRef};
 use crate::rdma::udata::{CreateSrqResp, Udata};
 use crate::rdma::vtable::SrqAttr;
 use crate::rdma::wr::RecvWrs;
-use crate::rdma::{eopnotsupp, FerroceDevice};
-use crate::state::{take_unused, SrqEntry, MAX_QP_WR};
+use crate::rdma::eopnotsupp;
+use crate::driver::ferroce::FerroceDevice;
+use crate::driver::tables::{take_unused, SrqEntry, MAX_QP_WR};
 use crate::transport::verbs::{RecvWqe, MAX_SGE};
 use kernel::prelude::*;
 

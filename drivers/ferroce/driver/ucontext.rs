@@ -3,11 +3,11 @@
 //! User contexts: one per opened device file, each charged to its user's
 //! quota account (shared by all the contexts of one user on the device).
 
-use super::Ferroce;
-use crate::device;
-use crate::quota::{Account, Accounts};
+use super::ferroce::Ferroce;
+use crate::driver::device;
+use crate::driver::quota::{Account, Accounts};
 use crate::rdma::udata::{AllocUcontextResp, Udata};
-use crate::rdma::FerroceDevice;
+use crate::driver::ferroce::FerroceDevice;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 

@@ -22,11 +22,9 @@ pub(crate) mod udata;
 pub(crate) mod vtable;
 pub(crate) mod wr;
 
-use crate::device;
 use self::bindings as b;
-use crate::quota::Kind;
-use crate::state::{self, DevState};
 use self::sync::BhLock;
+use self::vtable::Driver;
 use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 use core::cell::UnsafeCell;
 use core::ffi::{c_char, c_int, c_ulong, c_void, CStr};
@@ -59,9 +57,6 @@ pub(crate) const ABI_VERSION: u32 = b::FERROCE_UVERBS_ABI_VERSION;
 /// ferroce's private `rdma_driver_id` (ferroce-abi.h).
 pub(crate) const DRIVER_ID: u32 = b::FERROCE_DRIVER_ID;
 
-/// The driver behind the layer's callbacks.
-type Drv = crate::driver::Ferroce;
-
 static LINK_OPS: Registered<b::rdma_link_ops> = Registered(UnsafeCell::new({
     // SAFETY: all-zero is a valid `rdma_link_ops`: an unlinked list head and
     // null callbacks.
@@ -83,8 +78,20 @@ static NETDEV_NOTIFIER: Registered<b::notifier_block> = Registered(UnsafeCell::n
 /// removes every ferroce device.
 pub(crate) struct Registration(());
 
+/// `rdma link add`'s work for the registered driver (`add_device::<T>`),
+/// set by `Registration::new` before the link type is registered.
+static NEWLINK: Registered<Option<AddDevice>> = Registered::new(None);
+
+/// `add_device` for one driver.
+type AddDevice = fn(&CStr, &NetDev) -> Result;
+
 impl Registration {
-    pub(crate) fn new() -> Result<Self> {
+    /// Registers driver `T`: the link type `ferroce`, the netdev notifier,
+    /// the per-namespace sockets and the module's workqueue.
+    pub(crate) fn new<T: Driver>() -> Result<Self> {
+        // SAFETY: module init (single-threaded), before `rdma_link_register`
+        // publishes `newlink`, its only reader; never written again.
+        unsafe { *NEWLINK.as_ptr() = Some(add_device::<T>) };
         // SAFETY: creates the module's workqueue, destroyed in `drop`.
         to_result(unsafe { b::ferroce_wq_create() })?;
         if let Err(e) = net::register_pernet() {
@@ -226,6 +233,7 @@ pub(crate) fn ib_mtu_from_bytes(bytes: u32) -> u32 {
 // Attributes as the device logic describes them, written into the core's
 // structures here.
 
+/// What `query_device` answers (`ib_device_attr`), as the driver decides.
 pub(crate) struct DeviceAttrs {
     pub(crate) sys_image_guid: u64,
     pub(crate) vendor_id: u32,
@@ -234,6 +242,27 @@ pub(crate) struct DeviceAttrs {
     pub(crate) max_pkeys: u16,
     pub(crate) local_ca_ack_delay: u8,
     pub(crate) allow_user_unregister: bool,
+    pub(crate) max_mr_size: u64,
+    pub(crate) page_size_cap: u64,
+    pub(crate) max_qp: u32,
+    pub(crate) max_qp_wr: u32,
+    pub(crate) max_sge: u32,
+    pub(crate) max_sge_rd: u32,
+    pub(crate) max_cq: u32,
+    pub(crate) max_cqe: u32,
+    pub(crate) max_mr: u32,
+    pub(crate) max_pd: u32,
+    pub(crate) max_ah: u32,
+    pub(crate) max_srq: u32,
+    pub(crate) max_srq_wr: u32,
+    pub(crate) max_srq_sge: u32,
+    pub(crate) max_qp_rd_atom: u32,
+    pub(crate) max_res_rd_atom: u32,
+    /// Atomics are atomic with respect to this device and the host CPU.
+    pub(crate) atomic_hca: bool,
+    /// Fast registration and SEND with Invalidate (IB_DEVICE_MEM_MGT_EXTENSIONS).
+    pub(crate) mem_mgt_extensions: bool,
+    pub(crate) max_fast_reg_page_list_len: u32,
 }
 
 pub(crate) struct PortAttrs {
@@ -322,20 +351,21 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
     ]
 }));
 
-/// ferroce's device structure. The RDMA core allocates it (`_ib_alloc_device`
+/// A device of driver `T`. The RDMA core allocates it (`_ib_alloc_device`
 /// with our size, zeroed) and frees it; `ib_device` must come first.
 ///
 /// # Invariants
 /// `state` is initialised before registration and dropped in
-/// `dealloc_driver`; `ndev` is the netdev the core holds for port 1.
+/// `dealloc_driver`; `ndev` is the netdev the core holds for port 1;
+/// `local_queue` and `local_work` are set up before registration.
 #[repr(C)]
-pub(crate) struct FerroceDevice {
+pub(crate) struct Device<T: Driver> {
     ib: b::ib_device,
-    pub(crate) state: BhLock<DevState>,
+    pub(crate) state: BhLock<T::State>,
     ndev: *mut b::net_device,
     counters: [AtomicU64; NUM_COUNTERS],
     ip_id: AtomicU16,
-    /// 1 while a pass delivers the local queue (see `net::run_local`).
+    /// 1 while a pass delivers the local queue (the driver's scheduler).
     pub(crate) local_depth: AtomicU32,
     /// Packets from the device to itself, waiting for delivery.
     local_queue: b::sk_buff_head,
@@ -343,19 +373,64 @@ pub(crate) struct FerroceDevice {
     local_work: b::work_struct,
 }
 
-const _: () = assert!(core::mem::offset_of!(FerroceDevice, ib) == 0);
+impl<T: Driver> Device<T> {
+    const IB_FIRST: () = assert!(core::mem::offset_of!(Self, ib) == 0);
 
-impl FerroceDevice {
     /// # Safety
-    /// `ibdev` must be a live ferroce device (registered, or being set up
-    /// by `add_device`).
+    /// `ibdev` must be a live device of driver `T` (registered, or being
+    /// set up by `add_device`).
     pub(crate) unsafe fn from_ib<'a>(ibdev: *mut b::ib_device) -> &'a Self {
+        let () = Self::IB_FIRST;
         // SAFETY: guaranteed by the caller; ib_device is at offset 0.
         unsafe { &*ibdev.cast::<Self>() }
     }
 
+    /// Sets up a new device's fields (all but the ops).
+    ///
+    /// # Safety
+    /// `this` is a fresh, zeroed, unregistered device of
+    /// `size_of::<Self>()` bytes that the caller exclusively owns.
+    unsafe fn init(this: *mut Self, state: T::State, ndev: &NetDev) {
+        // The lock and its value, initialised in place (the memory never
+        // moves: the core frees it after `dealloc_driver`); a lock with a
+        // lockdep class of its own. Initialising a lock cannot fail.
+        let lock = BhLock::new(state, c"ferroce_device_state", kernel::static_lock_class!());
+        // SAFETY: the field is ours, zeroed and not yet initialised.
+        let _ = unsafe { lock.__pinned_init(core::ptr::addr_of_mut!((*this).state)) };
+        // INVARIANT: the state, the local queue and work item and the
+        // netdev are set up here, before the caller registers the device.
+        // SAFETY: ours; set up once, before anything can reach them.
+        unsafe {
+            b::ferroce_skbq_init(core::ptr::addr_of_mut!((*this).local_queue));
+            b::ferroce_work_init(core::ptr::addr_of_mut!((*this).local_work), Some(net::device_work::<T>));
+            (*this).ndev = ndev.0;
+        }
+        // SAFETY: ours and unregistered: no one else reads it yet.
+        let ib = unsafe { &mut (*this).ib };
+        ib.uverbs_cmd_mask |= (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
+            | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_RECV)
+            | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POLL_CQ)
+            | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ)
+            | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SRQ_RECV);
+        ib.node_type = b::RDMA_NODE_IB_CA as u8;
+        ib.phys_port_cnt = 1;
+        ib.num_comp_vectors = 1;
+        ib.local_dma_lkey = 0;
+        ib.node_guid = ndev.eui64();
+        for (d, s) in ib.node_desc.iter_mut().zip(b"ferroce".iter()) {
+            *d = *s as c_char;
+        }
+        // SAFETY: as above.
+        unsafe { b::ferroce_mark_name_assigned_by_user(ib) };
+    }
+
     pub(crate) fn ib_ptr(&self) -> *mut b::ib_device {
         core::ptr::addr_of!(self.ib).cast_mut()
+    }
+
+    /// The node GUID (set before registration, never changed).
+    pub(crate) fn node_guid(&self) -> u64 {
+        self.ib.node_guid
     }
 
     pub(crate) fn ndev_mtu(&self) -> u32 {
@@ -378,7 +453,7 @@ impl FerroceDevice {
     }
 
     /// # Safety
-    /// `w` must be the `local_work` of a live FerroceDevice.
+    /// `w` must be the `local_work` of a live device of driver `T`.
     pub(crate) unsafe fn from_local_work<'a>(w: *mut b::work_struct) -> &'a Self {
         // SAFETY: guaranteed by the caller (container_of).
         unsafe { &*w.byte_sub(core::mem::offset_of!(Self, local_work)).cast::<Self>() }
@@ -413,27 +488,27 @@ pub(crate) fn errno(r: Result) -> c_int {
     }
 }
 
-fn device_ops() -> b::ib_device_ops {
+fn device_ops<T: Driver>() -> b::ib_device_ops {
     // SAFETY: all-zero is a valid `ib_device_ops`: no callbacks, no sizes.
     let mut ops: b::ib_device_ops = unsafe { core::mem::zeroed() };
     ops.owner = crate::THIS_MODULE.as_ptr().cast();
     ops.driver_id = DRIVER_ID;
     ops.uverbs_abi_ver = ABI_VERSION;
     ops.set_uverbs_robust_udata(1);
-    ops.query_device = Some(query_device);
-    ops.query_port = Some(query_port);
+    ops.query_device = Some(query_device::<T>);
+    ops.query_port = Some(query_port::<T>);
     ops.query_pkey = Some(query_pkey);
-    ops.get_port_immutable = Some(get_port_immutable);
+    ops.get_port_immutable = Some(get_port_immutable::<T>);
     ops.get_link_layer = Some(get_link_layer);
     // Rings a process maps (ferroce-abi.h): the memory belongs to the mmap
     // entry and is freed with its last reference.
     ops.mmap = Some(b::ferroce_mmap);
     ops.mmap_free = Some(b::ferroce_mmap_free);
-    ops.dealloc_driver = Some(dealloc_driver);
+    ops.dealloc_driver = Some(dealloc_driver::<T>);
     ops.alloc_hw_port_stats = Some(alloc_hw_port_stats);
-    ops.get_hw_stats = Some(get_hw_stats);
+    ops.get_hw_stats = Some(get_hw_stats::<T>);
     // The verbs: the Driver trait's callbacks.
-    vtable::Adapter::<Drv>::fill(&mut ops);
+    vtable::Adapter::<T>::fill(&mut ops);
     ops
 }
 
@@ -442,60 +517,35 @@ unsafe extern "C" fn newlink(name: *const c_char, ndev: *mut b::net_device) -> c
     // SAFETY: the core passes a NUL-terminated device name and a netdev it
     // holds a reference on for the duration of the call.
     let (name, ndev) = unsafe { (CStr::from_ptr(name), NetDev::from_raw(ndev)) };
-    errno(add_device(name, &ndev))
+    // SAFETY: written once before the link type was registered.
+    let Some(add) = (unsafe { *NEWLINK.as_ptr() }) else { return ENODEV.to_errno() };
+    errno(add(name, &ndev))
 }
 
-fn add_device(name: &CStr, ndev: &NetDev) -> Result {
-    device::check_newlink(name, ndev)?;
-    net::ensure_sockets::<Drv>(ndev)?;
-    let tables = DevState::new()?;
+fn add_device<T: Driver>(name: &CStr, ndev: &NetDev) -> Result {
+    T::check_newlink(name, ndev)?;
+    net::ensure_sockets::<T>(ndev)?;
+    let state = T::new_state()?;
     // SAFETY: allocates a zeroed device of our size in the initial network
     // namespace; checked for null below.
-    let ibdev = unsafe {
-        b::_ib_alloc_device(core::mem::size_of::<FerroceDevice>(), b::ferroce_init_net())
-    };
+    let ibdev = unsafe { b::_ib_alloc_device(core::mem::size_of::<Device<T>>(), b::ferroce_init_net()) };
     if ibdev.is_null() {
         return Err(ENOMEM);
     }
-    let ops = device_ops();
-    // SAFETY: `ibdev` is a fresh, unregistered device of our size that we
-    // exclusively own. Its state is initialised before the ops are set, so
-    // that `dealloc_driver`, which drops it, always finds it: on a failed
-    // registration through our `ib_dealloc_device` call, after a successful
-    // one through the core's. The device is not touched after a failure.
+    // SAFETY: fresh, zeroed, unregistered, ours.
+    unsafe { Device::<T>::init(ibdev.cast(), state, ndev) };
+    let ops = device_ops::<T>();
+    // SAFETY: `ibdev` is ours and set up. From the ops on, `dealloc_driver`
+    // drops the state: on a failed registration through our
+    // `ib_dealloc_device` call, after a successful one through the core's.
+    // The device is not touched after a failure.
     let ret = unsafe {
-        let fdev = ibdev.cast::<FerroceDevice>();
-        // The lock and its value, initialised in place (the memory never
-        // moves: the core frees it after `dealloc_driver`); a lock with a
-        // lockdep class of its own. Initialising a lock cannot fail.
-        let state = BhLock::new(tables, c"ferroce_device_state", kernel::static_lock_class!());
-        let _ = state.__pinned_init(core::ptr::addr_of_mut!((*fdev).state));
-        b::ferroce_skbq_init(core::ptr::addr_of_mut!((*fdev).local_queue));
-        b::ferroce_work_init(core::ptr::addr_of_mut!((*fdev).local_work), Some(net::device_work::<Drv>));
-        (*fdev).ndev = ndev.0;
-        (*ibdev).uverbs_cmd_mask |= (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
-            | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_RECV)
-            | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POLL_CQ)
-            | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ)
-            | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SRQ_RECV);
-        b::ferroce_mark_name_assigned_by_user(ibdev);
-        (*ibdev).node_type = b::RDMA_NODE_IB_CA as u8;
-        (*ibdev).phys_port_cnt = 1;
-        (*ibdev).num_comp_vectors = 1;
-        (*ibdev).local_dma_lkey = 0;
-        (*ibdev).node_guid = device::node_guid(ndev);
-        let desc = b"ferroce";
-        for (d, s) in (*ibdev).node_desc.iter_mut().zip(desc.iter()) {
-            *d = *s as c_char;
-        }
         b::ib_set_device_ops(ibdev, &ops);
         let mut ret = b::ib_device_set_netdev(ibdev, ndev.0, 1);
         if ret == 0 {
             ret = b::ib_register_device(ibdev, name.as_ptr(), core::ptr::null_mut());
         }
         if ret != 0 {
-            // The ops are set: ib_dealloc_device calls dealloc_driver, which
-            // drops the state (dropping it here too would free it twice).
             b::ib_dealloc_device(ibdev);
         }
         ret
@@ -554,12 +604,12 @@ unsafe extern "C" fn netdev_event(
     b::NOTIFY_DONE as c_int
 }
 
-unsafe extern "C" fn dealloc_driver(ibdev: *mut b::ib_device) {
+unsafe extern "C" fn dealloc_driver<T: Driver>(ibdev: *mut b::ib_device) {
     // SAFETY: the core calls this once, after unregistration, when no verbs
     // call or packet can reach the device; it frees the memory afterwards.
     // The local work item may still be queued: wait for it first.
     unsafe {
-        let fdev = ibdev.cast::<FerroceDevice>();
+        let fdev = ibdev.cast::<Device<T>>();
         b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).local_work));
         b::ferroce_skbq_purge(core::ptr::addr_of_mut!((*fdev).local_queue));
         core::ptr::drop_in_place(core::ptr::addr_of_mut!((*fdev).state));
@@ -577,7 +627,7 @@ unsafe extern "C" fn alloc_hw_port_stats(_ibdev: *mut b::ib_device, _port: u32) 
     }
 }
 
-unsafe extern "C" fn get_hw_stats(
+unsafe extern "C" fn get_hw_stats<T: Driver>(
     ibdev: *mut b::ib_device,
     stats: *mut b::rdma_hw_stats,
     _port: u32,
@@ -586,7 +636,7 @@ unsafe extern "C" fn get_hw_stats(
     // SAFETY: `stats` was allocated by `alloc_hw_port_stats` with
     // NUM_COUNTERS values; `ibdev` is our live device.
     unsafe {
-        let dev = FerroceDevice::from_ib(ibdev);
+        let dev = Device::<T>::from_ib(ibdev);
         let values = (*stats).value.as_mut_slice(NUM_COUNTERS);
         for (v, c) in values.iter_mut().zip(dev.counters.iter()) {
             *v = c.load(Ordering::Relaxed);
@@ -595,7 +645,12 @@ unsafe extern "C" fn get_hw_stats(
     NUM_COUNTERS as c_int
 }
 
-unsafe extern "C" fn query_device(
+/// A count for a C `int` field (saturating).
+fn int(v: u32) -> c_int {
+    c_int::try_from(v).unwrap_or(c_int::MAX)
+}
+
+unsafe extern "C" fn query_device<T: Driver>(
     ibdev: *mut b::ib_device,
     attr: *mut b::ib_device_attr,
     udata: *mut b::ib_udata,
@@ -604,55 +659,48 @@ unsafe extern "C" fn query_device(
     if unsafe { b::ferroce_udata_inlen(udata) != 0 || b::ferroce_udata_outlen(udata) != 0 } {
         return EINVAL.to_errno();
     }
-    // SAFETY: `ibdev` is our live device; `attr` points to a zeroed
-    // attribute structure the core owns for the call.
-    unsafe {
-        let a = device::device_attrs((*ibdev).node_guid);
-        let out = &mut *attr;
-        out.sys_image_guid = a.sys_image_guid;
-        out.vendor_id = a.vendor_id;
-        out.vendor_part_id = a.vendor_part_id;
-        out.hw_ver = a.hw_ver;
-        out.max_pkeys = a.max_pkeys;
-        out.local_ca_ack_delay = a.local_ca_ack_delay;
-        out.max_mr_size = 1u64 << 40;
-        out.max_qp = Kind::Qp.quota() as c_int;
-        out.max_qp_wr = state::MAX_QP_WR as c_int;
-        out.max_send_sge = crate::transport::verbs::MAX_SGE as c_int;
-        out.max_recv_sge = crate::transport::verbs::MAX_SGE as c_int;
-        // RDMA READ gathers into as many SGEs as any request (the core's
-        // rdma_rw divides by this: 0 would be a division by zero).
-        out.max_sge_rd = crate::transport::verbs::MAX_SGE as c_int;
-        out.max_cq = Kind::Cq.quota() as c_int;
-        out.max_cqe = state::MAX_CQE as c_int;
-        out.max_mr = Kind::Mr.quota() as c_int;
-        // What one user may hold of each table (quota); the rest is for
-        // other users and the kernel's consumers.
-        out.max_pd = Kind::Pd.quota() as c_int;
-        out.max_ah = Kind::Ah.quota() as c_int;
-        out.page_size_cap = state::PAGE_SIZE as u64;
-        out.max_srq = Kind::Srq.quota() as c_int;
-        out.max_srq_wr = state::MAX_QP_WR as c_int;
-        out.max_srq_sge = crate::transport::verbs::MAX_SGE as c_int;
-        let rd = c_int::from(crate::transport::qp::MAX_RD_ATOMIC);
-        out.max_qp_rd_atom = rd;
-        out.max_qp_init_rd_atom = rd;
-        out.max_res_rd_atom = rd * out.max_qp;
-        // Atomics run under the device lock with the CPU's own atomic
-        // instructions: atomic with respect to this device and the host.
+    // SAFETY: `ibdev` is a live device of driver `T`; `attr` points to a
+    // zeroed attribute structure the core owns for the call.
+    let (dev, out) = unsafe { (Device::<T>::from_ib(ibdev), &mut *attr) };
+    let a = T::device_attrs(dev);
+    out.sys_image_guid = a.sys_image_guid;
+    out.vendor_id = a.vendor_id;
+    out.vendor_part_id = a.vendor_part_id;
+    out.hw_ver = a.hw_ver;
+    out.max_pkeys = a.max_pkeys;
+    out.local_ca_ack_delay = a.local_ca_ack_delay;
+    out.max_mr_size = a.max_mr_size;
+    out.page_size_cap = a.page_size_cap;
+    out.max_qp = int(a.max_qp);
+    out.max_qp_wr = int(a.max_qp_wr);
+    out.max_send_sge = int(a.max_sge);
+    out.max_recv_sge = int(a.max_sge);
+    out.max_sge_rd = int(a.max_sge_rd);
+    out.max_cq = int(a.max_cq);
+    out.max_cqe = int(a.max_cqe);
+    out.max_mr = int(a.max_mr);
+    out.max_pd = int(a.max_pd);
+    out.max_ah = int(a.max_ah);
+    out.max_srq = int(a.max_srq);
+    out.max_srq_wr = int(a.max_srq_wr);
+    out.max_srq_sge = int(a.max_srq_sge);
+    out.max_qp_rd_atom = int(a.max_qp_rd_atom);
+    out.max_qp_init_rd_atom = int(a.max_qp_rd_atom);
+    out.max_res_rd_atom = int(a.max_res_rd_atom);
+    if a.atomic_hca {
         out.atomic_cap = b::ib_atomic_cap_IB_ATOMIC_HCA;
-        // Fast registration (alloc_mr, map_mr_sg, IB_WR_REG_MR,
-        // IB_WR_LOCAL_INV) and SEND with Invalidate, for kernel ULPs.
+    }
+    if a.mem_mgt_extensions {
         out.device_cap_flags |= b::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS;
-        out.max_fast_reg_page_list_len = state::MAX_FAST_PAGES;
-        if a.allow_user_unregister {
-            out.kernel_cap_flags |= u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
-        }
+        out.max_fast_reg_page_list_len = a.max_fast_reg_page_list_len;
+    }
+    if a.allow_user_unregister {
+        out.kernel_cap_flags |= u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
     }
     0
 }
 
-unsafe extern "C" fn query_port(
+unsafe extern "C" fn query_port<T: Driver>(
     ibdev: *mut b::ib_device,
     port: u32,
     attr: *mut b::ib_port_attr,
@@ -663,37 +711,36 @@ unsafe extern "C" fn query_port(
     let Some(ndev) = NetDevRef::of_port(ibdev, port) else {
         return ENODEV.to_errno();
     };
-    let p = device::port_attrs(&ndev.0);
+    let p = T::port_attrs(&ndev.0);
     // SAFETY: `attr` points to a zeroed port attribute structure the core
-    // owns for the call; `ibdev` is our live device.
-    unsafe {
-        let out = &mut *attr;
-        out.state = if p.active {
-            b::ib_port_state_IB_PORT_ACTIVE
-        } else {
-            b::ib_port_state_IB_PORT_DOWN
-        };
-        out.phys_state = if p.active {
-            b::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP
-        } else if p.up {
-            b::ib_port_phys_state_IB_PORT_PHYS_STATE_POLLING
-        } else {
-            b::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED
-        } as u8;
-        out.max_mtu = b::ib_mtu_IB_MTU_4096;
-        out.active_mtu = p.active_mtu;
-        out.gid_tbl_len = p.gid_tbl_len;
-        out.port_cap_flags = b::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
-        out.max_msg_sz = p.max_msg_sz;
-        out.pkey_tbl_len = p.pkey_tbl_len;
-        out.max_vl_num = 1;
-        // Speed and width of the netdev, as the core derives them for RoCE.
-        let mut speed: u16 = 0;
-        let mut width: u8 = 0;
-        if b::ib_get_eth_speed(ibdev, port, &mut speed, &mut width) == 0 {
-            out.active_speed = speed;
-            out.active_width = width;
-        }
+    // owns for the call.
+    let out = unsafe { &mut *attr };
+    out.state = if p.active {
+        b::ib_port_state_IB_PORT_ACTIVE
+    } else {
+        b::ib_port_state_IB_PORT_DOWN
+    };
+    out.phys_state = if p.active {
+        b::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP
+    } else if p.up {
+        b::ib_port_phys_state_IB_PORT_PHYS_STATE_POLLING
+    } else {
+        b::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED
+    } as u8;
+    out.max_mtu = b::ib_mtu_IB_MTU_4096;
+    out.active_mtu = p.active_mtu;
+    out.gid_tbl_len = p.gid_tbl_len;
+    out.port_cap_flags = b::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
+    out.max_msg_sz = p.max_msg_sz;
+    out.pkey_tbl_len = p.pkey_tbl_len;
+    out.max_vl_num = 1;
+    // Speed and width of the netdev, as the core derives them for RoCE.
+    let mut speed: u16 = 0;
+    let mut width: u8 = 0;
+    // SAFETY: our live device; the outputs are ours.
+    if unsafe { b::ib_get_eth_speed(ibdev, port, &mut speed, &mut width) } == 0 {
+        out.active_speed = speed;
+        out.active_width = width;
     }
     0
 }
@@ -712,7 +759,7 @@ unsafe extern "C" fn query_pkey(
     0
 }
 
-unsafe extern "C" fn get_port_immutable(
+unsafe extern "C" fn get_port_immutable<T: Driver>(
     ibdev: *mut b::ib_device,
     port: u32,
     imm: *mut b::ib_port_immutable,
@@ -723,7 +770,7 @@ unsafe extern "C" fn get_port_immutable(
     let Some(ndev) = NetDevRef::of_port(ibdev, port) else {
         return ENODEV.to_errno();
     };
-    let p = device::port_attrs(&ndev.0);
+    let p = T::port_attrs(&ndev.0);
     // SAFETY: `imm` points to a structure the core owns for the call.
     unsafe {
         let out = &mut *imm;

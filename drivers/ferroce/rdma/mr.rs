@@ -7,7 +7,7 @@
 //! ([`PageStage`]).
 
 use super::bindings as b;
-use super::FerroceDevice;
+use super::Device;
 use crate::transport::memory::MemError;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -40,7 +40,7 @@ impl Umem {
     /// Pins `length` bytes from `start` of the calling process's memory
     /// for `access` (process context: it may sleep and fault pages in),
     /// `npages` pages (`EFAULT` when the umem has fewer).
-    pub(crate) fn get(dev: &FerroceDevice, start: u64, length: u64, access: u32, npages: usize) -> Result<Self> {
+    pub(crate) fn get<T: super::vtable::Driver>(dev: &Device<T>, start: u64, length: u64, access: u32, npages: usize) -> Result<Self> {
         // SAFETY: a live device; the core checks the range against the
         // process's mappings and its pinning limit (first: the page list
         // below is as long as the range, which the process chose).

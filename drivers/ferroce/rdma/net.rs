@@ -9,7 +9,7 @@
 use super::bindings as b;
 use super::vtable::Driver;
 use super::wr::NetNs;
-use super::{Counter, FerroceDevice, NetDev, Registered, DRIVER_ID};
+use super::{Counter, Device, NetDev, Registered, DRIVER_ID};
 use core::ffi::{c_int, c_uint};
 use core::ptr::NonNull;
 use kernel::prelude::*;
@@ -38,7 +38,7 @@ pub(crate) struct Av {
 
 /// A socket buffer the driver owns. Dropping it frees it as a dropped
 /// packet (`kfree_skb`); [`Skb::consume`] frees one whose packet was
-/// delivered; [`Skb::send`] and [`FerroceDevice::local_push`] hand it on.
+/// delivered; [`Skb::send`] and [`Device::local_push`] hand it on.
 ///
 /// # Invariants
 /// `self.0` is a socket buffer no one else references.
@@ -51,10 +51,10 @@ unsafe impl Send for Skb {}
 impl Skb {
     /// A linear buffer of `len` bytes for a packet `dev` sends (GFP_ATOMIC,
     /// with its netdev's link-layer headroom); None when memory is short.
-    pub(crate) fn alloc_tx(dev: &FerroceDevice, len: usize) -> Option<Self> {
+    pub(crate) fn alloc_tx<T: Driver>(dev: &Device<T>, len: usize) -> Option<Self> {
         let len = u32::try_from(len).ok()?;
         // SAFETY: the RDMA core holds the device's netdev while the device
-        // exists (`FerroceDevice` invariant); GFP_ATOMIC allocation.
+        // exists (`Device` invariant); GFP_ATOMIC allocation.
         let skb = unsafe { b::ferroce_tx_alloc(dev.ndev, len) };
         // INVARIANT: a fresh buffer, referenced by nothing else.
         NonNull::new(skb).map(Self)
@@ -156,7 +156,7 @@ impl Drop for Skb {
 // ---------------------------------------------------------------------------
 // The device's local queue and work item
 
-impl FerroceDevice {
+impl<T: Driver> Device<T> {
     /// Packets waiting in the local queue.
     pub(crate) fn local_len(&self) -> u32 {
         // SAFETY: the queue is initialised with the device (`add_device`).
@@ -198,7 +198,7 @@ impl FerroceDevice {
 pub(super) unsafe extern "C" fn device_work<T: Driver>(w: *mut b::work_struct) {
     // SAFETY: the kernel runs only the `local_work` of a live device here
     // (it is cancelled before the device is freed).
-    let dev = unsafe { FerroceDevice::from_local_work(w) };
+    let dev = unsafe { Device::<T>::from_local_work(w) };
     T::device_work(dev);
 }
 
@@ -307,9 +307,9 @@ impl Drop for NetMutex {
 ///
 /// # Invariants
 /// `self.0` is a registered ferroce device we hold a reference on.
-struct DeviceRef(NonNull<b::ib_device>);
+struct DeviceRef<T: Driver>(NonNull<b::ib_device>, core::marker::PhantomData<T>);
 
-impl DeviceRef {
+impl<T: Driver> DeviceRef<T> {
     fn of_skb(skb: &Skb) -> Option<Self> {
         // SAFETY: a received buffer of ours with its netdev set; a non-null
         // netdev comes with a reference, dropped at once (the device
@@ -324,19 +324,20 @@ impl DeviceRef {
             ib
         };
         // INVARIANT: looked up by ferroce's driver id, with a reference.
-        NonNull::new(ib).map(Self)
+        NonNull::new(ib).map(|p| Self(p, core::marker::PhantomData))
     }
 }
 
-impl core::ops::Deref for DeviceRef {
-    type Target = FerroceDevice;
-    fn deref(&self) -> &FerroceDevice {
-        // SAFETY: a live ferroce device (invariant).
-        unsafe { FerroceDevice::from_ib(self.0.as_ptr()) }
+impl<T: Driver> core::ops::Deref for DeviceRef<T> {
+    type Target = Device<T>;
+    fn deref(&self) -> &Device<T> {
+        // SAFETY: a live ferroce device (invariant), whose driver is `T`
+        // (the only one registered under ferroce's driver id).
+        unsafe { Device::<T>::from_ib(self.0.as_ptr()) }
     }
 }
 
-impl Drop for DeviceRef {
+impl<T: Driver> Drop for DeviceRef<T> {
     fn drop(&mut self) {
         // SAFETY: the reference taken in `of_skb`.
         unsafe { b::ib_device_put(self.0.as_ptr()) }
@@ -348,7 +349,7 @@ unsafe extern "C" fn encap_rcv<T: Driver>(_sk: *mut b::sock, skb: *mut b::sk_buf
     let Some(skb) = NonNull::new(skb) else { return 0 };
     // INVARIANT: the UDP layer hands the datagram over: it is ours now.
     let mut skb = Skb(skb);
-    let Some(dev) = DeviceRef::of_skb(&skb) else { return 0 };
+    let Some(dev) = DeviceRef::<T>::of_skb(&skb) else { return 0 };
     match skb.network_packet() {
         Some(packet) => {
             T::receive(&dev, packet);

@@ -15,7 +15,7 @@
 
 use super::bindings as b;
 use super::vtable::Driver;
-use super::FerroceDevice;
+use super::Device;
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
@@ -286,7 +286,7 @@ pub(crate) trait Core: Sized {
     ///
     /// # Safety
     /// `core` is a live object of a ferroce device.
-    unsafe fn device<'a>(core: *mut Self) -> &'a FerroceDevice;
+    unsafe fn device<'a, T: Driver>(core: *mut Self) -> &'a Device<T>;
 }
 
 macro_rules! core_device {
@@ -294,10 +294,10 @@ macro_rules! core_device {
         impl Core for $t {
             type Extra = ();
 
-            unsafe fn device<'a>(core: *mut Self) -> &'a FerroceDevice {
-                // SAFETY: the caller passes a live object of a ferroce
-                // device, which outlives its objects.
-                unsafe { FerroceDevice::from_ib((*core).device) }
+            unsafe fn device<'a, T: Driver>(core: *mut Self) -> &'a Device<T> {
+                // SAFETY: the caller passes a live object of a device of
+                // driver `T`, which outlives its objects.
+                unsafe { Device::<T>::from_ib((*core).device) }
             }
         }
     )*};
@@ -311,21 +311,21 @@ core_device!(b::ib_ucontext, b::ib_pd, b::ib_ah, b::ib_cq, b::ib_srq, b::ib_mr);
 /// `core` is an object of this layer whose create succeeded and whose
 /// destroy has not begun (or is the callback in progress, before the
 /// data is taken), alive for `'a`.
-pub(crate) struct Live<'a, C: Core, D> {
+pub(crate) struct Live<'a, C: Core, T: Driver, D> {
     core: *mut C,
-    _p: PhantomData<&'a D>,
+    _p: PhantomData<(&'a D, &'a T)>,
 }
 
 /// A live protection domain.
-pub(crate) type Pd<'a, T> = Live<'a, b::ib_pd, <T as Driver>::Pd>;
+pub(crate) type Pd<'a, T> = Live<'a, b::ib_pd, T, <T as Driver>::Pd>;
 /// A live completion queue.
-pub(crate) type Cq<'a, T> = Live<'a, b::ib_cq, <T as Driver>::Cq>;
+pub(crate) type Cq<'a, T> = Live<'a, b::ib_cq, T, <T as Driver>::Cq>;
 /// A live shared receive queue.
-pub(crate) type Srq<'a, T> = Live<'a, b::ib_srq, <T as Driver>::Srq>;
+pub(crate) type Srq<'a, T> = Live<'a, b::ib_srq, T, <T as Driver>::Srq>;
 /// A live memory region.
-pub(crate) type Mr<'a, T> = Live<'a, b::ib_mr, <T as Driver>::Mr>;
+pub(crate) type Mr<'a, T> = Live<'a, b::ib_mr, T, <T as Driver>::Mr>;
 
-impl<'a, C: Core, D> Live<'a, C, D> {
+impl<'a, C: Core, T: Driver, D> Live<'a, C, T, D> {
     /// # Safety
     /// As the type invariant says of `core`.
     pub(crate) unsafe fn from_core(core: *mut C) -> Self {
@@ -345,8 +345,9 @@ impl<'a, C: Core, D> Live<'a, C, D> {
     }
 
     /// The device the object belongs to.
-    pub(crate) fn device(&self) -> &'a FerroceDevice {
-        // SAFETY: a live object of a ferroce device (the type invariant).
-        unsafe { C::device(self.core) }
+    pub(crate) fn device(&self) -> &'a Device<T> {
+        // SAFETY: a live object of a device of driver `T` (the type
+        // invariant).
+        unsafe { C::device::<T>(self.core) }
     }
 }

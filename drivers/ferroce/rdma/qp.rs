@@ -9,7 +9,7 @@ use super::bindings as b;
 use super::object::{Core, Counted, Live, Pd};
 use super::vtable::Driver;
 use super::wr::{sge_list, AhAttr, QpToken};
-use super::FerroceDevice;
+use super::Device;
 use crate::transport::qp::{mask, Mtu, QpAttr, QpState};
 use crate::transport::verbs::{send_flags, SendWqe, Sge, WrOpcode, MAX_INLINE, MAX_SGE};
 use core::ffi::c_int;
@@ -31,9 +31,9 @@ pub(crate) struct QpHooks {
 impl Core for b::ib_qp {
     type Extra = QpHooks;
 
-    unsafe fn device<'a>(core: *mut Self) -> &'a FerroceDevice {
-        // SAFETY: the caller passes a live QP of a ferroce device.
-        unsafe { FerroceDevice::from_ib((*core).device) }
+    unsafe fn device<'a, T: Driver>(core: *mut Self) -> &'a Device<T> {
+        // SAFETY: the caller passes a live QP of a device of driver `T`.
+        unsafe { Device::<T>::from_ib((*core).device) }
     }
 }
 
@@ -138,11 +138,11 @@ pub(super) unsafe fn shutdown_hooks(ibqp: *mut b::ib_qp) {
 ///
 /// # Safety
 /// `field` points at `offset` bytes into the `Counted<ib_qp>` of a live QP.
-unsafe fn qp_of<'a>(field: *mut u8, offset: usize) -> (&'a FerroceDevice, u32) {
+unsafe fn qp_of<'a, T: Driver>(field: *mut u8, offset: usize) -> (&'a Device<T>, u32) {
     // SAFETY: guaranteed by the caller.
     unsafe {
         let core = field.sub(offset).cast::<b::ib_qp>();
-        (b::ib_qp::device(core), Counted::of(core).qpn())
+        (<b::ib_qp as Core>::device::<T>(core), Counted::of(core).qpn())
     }
 }
 
@@ -153,20 +153,20 @@ const WORK_OFFSET: usize = core::mem::offset_of!(Counted<b::ib_qp>, extra) + cor
 
 unsafe extern "C" fn qp_timer<T: Driver>(t: *mut b::timer_list) {
     // SAFETY: the timer of a live QP (shut down before the QP is freed).
-    let (dev, qpn) = unsafe { qp_of(t.cast(), TIMER_OFFSET) };
+    let (dev, qpn) = unsafe { qp_of::<T>(t.cast(), TIMER_OFFSET) };
     T::qp_timer(dev, qpn);
 }
 
 unsafe extern "C" fn qp_work<T: Driver>(w: *mut b::work_struct) {
     // SAFETY: the work item of a live QP (cancelled before it is freed).
-    let (dev, qpn) = unsafe { qp_of(w.cast(), WORK_OFFSET) };
+    let (dev, qpn) = unsafe { qp_of::<T>(w.cast(), WORK_OFFSET) };
     T::qp_work(dev, qpn);
 }
 
 /// A live QP.
-pub(crate) type Qp<'a, T> = Live<'a, b::ib_qp, <T as Driver>::Qp>;
+pub(crate) type Qp<'a, T> = Live<'a, b::ib_qp, T, <T as Driver>::Qp>;
 
-impl<D> Live<'_, b::ib_qp, D> {
+impl<T: Driver, D> Live<'_, b::ib_qp, T, D> {
     /// Its number.
     pub(crate) fn qpn(&self) -> u32 {
         // SAFETY: a live QP (the type invariant); set when it was created.

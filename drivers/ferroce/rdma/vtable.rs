@@ -15,7 +15,7 @@ use super::object::{create_counted, destroy_counted, Counted, Cq, CqRef, Mr, Obj
 use super::qp::{init_hooks, shutdown_hooks, write_query, Qp, QpAttrIn, QpInit, QpQuery, QpRef, SendWrs};
 use super::udata::Udata;
 use super::wr::{AhAttr, RecvWrs, WcSink};
-use super::FerroceDevice;
+use super::{Device, DeviceAttrs, NetDev, PortAttrs};
 use core::ffi::c_int;
 use core::marker::PhantomData;
 use kernel::prelude::*;
@@ -24,6 +24,8 @@ use kernel::prelude::*;
 /// the layer keeps after the core's structure.
 #[vtable]
 pub(crate) trait Driver: Sized + 'static {
+    /// A device's state: its object tables, behind the device lock.
+    type State: Send + 'static;
     /// A user context's data (one per opened device file).
     type Ucontext: Send + Sync + 'static;
     /// A protection domain's data.
@@ -42,29 +44,42 @@ pub(crate) trait Driver: Sized + 'static {
     /// The largest page size a fast-registration region is mapped with.
     const MAX_MR_PAGE_SIZE: u64;
 
+    /// Checks `rdma link add NAME type ferroce netdev DEV` before the
+    /// layer allocates the device.
+    fn check_newlink(name: &CStr, ndev: &NetDev) -> Result;
+
+    /// A new device's state (before it is registered).
+    fn new_state() -> Result<Self::State>;
+
+    /// What `query_device` answers.
+    fn device_attrs(dev: &Device<Self>) -> DeviceAttrs;
+
+    /// What `query_port` answers of port 1 on netdev `ndev`.
+    fn port_attrs(ndev: &NetDev) -> PortAttrs;
+
     /// Makes a process's context (the core calls it once per device file).
-    fn alloc_ucontext(dev: &FerroceDevice, udata: &mut Udata<'_, Self>) -> Result<Self::Ucontext>;
+    fn alloc_ucontext(dev: &Device<Self>, udata: &mut Udata<'_, Self>) -> Result<Self::Ucontext>;
 
     /// Frees a context, after every object made in it was destroyed.
-    fn dealloc_ucontext(dev: &FerroceDevice, ctx: Self::Ucontext);
+    fn dealloc_ucontext(dev: &Device<Self>, ctx: Self::Ucontext);
 
     /// Allocates a PD (`udata` is a process's call, or none for a kernel
     /// consumer).
-    fn alloc_pd(dev: &FerroceDevice, udata: &mut Udata<'_, Self>) -> Result<Self::Pd>;
+    fn alloc_pd(dev: &Device<Self>, udata: &mut Udata<'_, Self>) -> Result<Self::Pd>;
 
     /// Frees a PD. The core calls it once every object in the PD is gone.
-    fn dealloc_pd(dev: &FerroceDevice, pd: Self::Pd);
+    fn dealloc_pd(dev: &Device<Self>, pd: Self::Pd);
 
     /// Makes an AH in `pd` for the address `attr`. A kernel consumer may
     /// call it in atomic context: it must not sleep.
     fn create_ah(pd: &Pd<'_, Self>, attr: &AhAttr<'_>, udata: &mut Udata<'_, Self>) -> Result<Self::Ah>;
 
     /// Destroys an AH (it may be called in atomic context).
-    fn destroy_ah(dev: &FerroceDevice, ah: Self::Ah);
+    fn destroy_ah(dev: &Device<Self>, ah: Self::Ah);
 
     /// Makes a CQ of at least `attr.cqe` entries; answers its data and the
     /// entries it has. `cq` is the first counted reference to it.
-    fn create_cq(dev: &FerroceDevice, cq: CqRef, attr: &CqAttr, udata: &mut Udata<'_, Self>) -> Result<(Self::Cq, u32)>;
+    fn create_cq(dev: &Device<Self>, cq: CqRef, attr: &CqAttr, udata: &mut Udata<'_, Self>) -> Result<(Self::Cq, u32)>;
 
     /// Takes a CQ out of use (`EBUSY` while a QP uses it) and drops the
     /// driver's references to it; the layer then waits for the others and
@@ -85,7 +100,7 @@ pub(crate) trait Driver: Sized + 'static {
 
     /// Makes a basic SRQ; answers its data and writes the granted sizes
     /// into `attr`. `srq` is the first counted reference to it.
-    fn create_srq(dev: &FerroceDevice, srq: SrqRef, attr: &mut SrqAttr, udata: &mut Udata<'_, Self>) -> Result<Self::Srq>;
+    fn create_srq(dev: &Device<Self>, srq: SrqRef, attr: &mut SrqAttr, udata: &mut Udata<'_, Self>) -> Result<Self::Srq>;
 
     /// Changes an SRQ's size (`resize`) and/or limit (`limit`).
     fn modify_srq(srq: &Srq<'_, Self>, attr: &SrqAttr, resize: bool, limit: bool, udata: &mut Udata<'_, Self>) -> Result;
@@ -156,18 +171,18 @@ pub(crate) trait Driver: Sized + 'static {
     fn post_recv(qp: &Qp<'_, Self>, wrs: &mut RecvWrs<'_>) -> Result;
 
     /// A QP's timer fired (softirq context).
-    fn qp_timer(dev: &FerroceDevice, qpn: u32);
+    fn qp_timer(dev: &Device<Self>, qpn: u32);
 
     /// A QP's work item runs (process context).
-    fn qp_work(dev: &FerroceDevice, qpn: u32);
+    fn qp_work(dev: &Device<Self>, qpn: u32);
 
     /// A RoCEv2 datagram arrived for `dev`: `packet` is its bytes from the
     /// IP header on, nothing checked yet (softirq context).
-    fn receive(dev: &FerroceDevice, packet: &[u8]);
+    fn receive(dev: &Device<Self>, packet: &[u8]);
 
     /// The device's work item runs (process context; queued by
-    /// `FerroceDevice::queue_work`).
-    fn device_work(dev: &FerroceDevice);
+    /// `Device::queue_work`).
+    fn device_work(dev: &Device<Self>);
 }
 
 /// What a CQ is created with.
@@ -263,7 +278,7 @@ impl<T: Driver> Adapter<T> {
         // `device` set, and the udata of the process's call, whose context
         // is this one (not yet initialised: `for_new_context`).
         let (dev, mut udata) =
-            unsafe { (FerroceDevice::from_ib((*uctx).device), Udata::<T>::for_new_context(udata)) };
+            unsafe { (Device::<T>::from_ib((*uctx).device), Udata::<T>::for_new_context(udata)) };
         errno(T::alloc_ucontext(dev, &mut udata).map(|ctx| {
             // SAFETY: this create call's context, not yet initialised.
             unsafe { Object::init(uctx, ctx) }
@@ -275,14 +290,14 @@ impl<T: Driver> Adapter<T> {
         // calls this for no other), after every object in it was
         // destroyed: nothing reads its data again.
         let (dev, ctx) =
-            unsafe { (FerroceDevice::from_ib((*uctx).device), Object::<b::ib_ucontext, T::Ucontext>::take(uctx)) };
+            unsafe { (Device::<T>::from_ib((*uctx).device), Object::<b::ib_ucontext, T::Ucontext>::take(uctx)) };
         T::dealloc_ucontext(dev, ctx);
     }
 
     unsafe extern "C" fn alloc_pd(ibpd: *mut b::ib_pd, udata: *mut b::ib_udata) -> c_int {
         // SAFETY: the core passes a zeroed PD of our size with `device`
         // set (a ferroce device), and its udata of the call or null.
-        let (dev, mut udata) = unsafe { (FerroceDevice::from_ib((*ibpd).device), Udata::from_raw(udata)) };
+        let (dev, mut udata) = unsafe { (Device::<T>::from_ib((*ibpd).device), Udata::from_raw(udata)) };
         errno(T::alloc_pd(dev, &mut udata).map(|pd| {
             // SAFETY: this create call's PD, not yet initialised.
             unsafe { Object::init(ibpd, pd) }
@@ -292,7 +307,7 @@ impl<T: Driver> Adapter<T> {
     unsafe extern "C" fn dealloc_pd(ibpd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> c_int {
         // SAFETY: a PD whose `alloc_pd` succeeded, in its destroy: nothing
         // reads its data again.
-        let (dev, pd) = unsafe { (FerroceDevice::from_ib((*ibpd).device), Object::<b::ib_pd, T::Pd>::take(ibpd)) };
+        let (dev, pd) = unsafe { (Device::<T>::from_ib((*ibpd).device), Object::<b::ib_pd, T::Pd>::take(ibpd)) };
         T::dealloc_pd(dev, pd);
         0
     }
@@ -316,7 +331,7 @@ impl<T: Driver> Adapter<T> {
 
     unsafe extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> c_int {
         // SAFETY: an AH whose `create_ah` succeeded, in its destroy.
-        let (dev, ah) = unsafe { (FerroceDevice::from_ib((*ibah).device), Object::<b::ib_ah, T::Ah>::take(ibah)) };
+        let (dev, ah) = unsafe { (Device::<T>::from_ib((*ibah).device), Object::<b::ib_ah, T::Ah>::take(ibah)) };
         T::destroy_ah(dev, ah);
         0
     }
@@ -330,7 +345,7 @@ impl<T: Driver> Adapter<T> {
         // and its handler set, a valid attribute, and for a process its
         // attribute bundle (whose udata is the call's), else null.
         let (dev, a, mut udata) = unsafe {
-            (FerroceDevice::from_ib((*ibcq).device), &*attr, Udata::<T>::from_raw(b::ferroce_attrs_udata(attrs)))
+            (Device::<T>::from_ib((*ibcq).device), &*attr, Udata::<T>::from_raw(b::ferroce_attrs_udata(attrs)))
         };
         let attr = CqAttr { cqe: a.cqe, comp_vector: a.comp_vector, flags: a.flags };
         // SAFETY: this create call's CQ.
@@ -389,7 +404,7 @@ impl<T: Driver> Adapter<T> {
         // and its handler set, a valid init attribute it reads the granted
         // sizes back from, and the call's udata or null.
         let (dev, ia, mut udata) =
-            unsafe { (FerroceDevice::from_ib((*ibsrq).device), &mut *init, Udata::<T>::from_raw(udata)) };
+            unsafe { (Device::<T>::from_ib((*ibsrq).device), &mut *init, Udata::<T>::from_raw(udata)) };
         if ia.srq_type != b::ib_srq_type_IB_SRQT_BASIC {
             return super::eopnotsupp().to_errno();
         }

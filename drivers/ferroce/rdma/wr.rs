@@ -5,7 +5,7 @@
 //! requests ([`RecvWrs`]) and the work completions it polls ([`WcSink`]).
 
 use super::bindings as b;
-use crate::state::Av;
+use super::net::Av;
 use crate::transport::verbs::{wc_flags, Cqe, Sge, WcOpcode, WrOpcode, MAX_SGE};
 use core::ffi::c_int;
 use core::marker::PhantomData;

@@ -14,9 +14,10 @@
 
 #![forbid(unsafe_code)]
 
-use crate::rdma::{Counter, FerroceDevice};
+use crate::rdma::Counter;
+use crate::driver::ferroce::FerroceDevice;
 use crate::rdma::mmap::{sq_inline, sq_sges, ProdWatch, RingRqWqe, RingSqWqe, UserRing, RING_NEED_DB};
-use crate::state::{AhEntry, QpEntry};
+use crate::driver::tables::{AhEntry, QpEntry};
 use crate::transport::qp::{QpState, QpType};
 use crate::transport::linger::{Idle as LingerIdle, Linger};
 use crate::transport::verbs::{send_flags, RecvWqe, SendWqe, Sge, WcStatus, WrOpcode, MAX_INLINE, MAX_SGE};

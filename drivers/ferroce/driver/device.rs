@@ -7,7 +7,9 @@
 // Safe Rust only: the compiler keeps it that way.
 #![forbid(unsafe_code)]
 
+use crate::driver::quota::Kind;
 use crate::rdma::{DeviceAttrs, NetDev, PortAttrs};
+use crate::driver::tables as state;
 use kernel::prelude::*;
 
 pub(crate) use crate::rdma::ABI_VERSION;
@@ -26,12 +28,12 @@ const PKEY_TABLE_LEN: u16 = 1;
 /// The IBTA's largest message: 2^31 bytes.
 const MAX_MSG_SIZE: u32 = 1 << 31;
 
-/// Device attributes, as `query_device` reports them.
-///
-/// Honest: only what works is advertised. Objects that do not exist yet in
-/// the module (PD, CQ, QP, MR, SRQ, AH, MW: issue 4 onwards) have limits of
-/// zero and their verbs answer EOPNOTSUPP.
+/// Device attributes, as `query_device` reports them: only what works is
+/// advertised. The object limits are what one user may hold of each table
+/// (its quota); the rest is for other users and the kernel's consumers.
 pub(crate) fn device_attrs(node_guid: u64) -> DeviceAttrs {
+    let sge = crate::transport::verbs::MAX_SGE as u32;
+    let rd_atomic = u32::from(crate::transport::qp::MAX_RD_ATOMIC);
     DeviceAttrs {
         sys_image_guid: node_guid,
         vendor_id: 0,
@@ -41,6 +43,31 @@ pub(crate) fn device_attrs(node_guid: u64) -> DeviceAttrs {
         // 4.096 us * 2^15 = 134 ms: a software device's worst-case ACK turnaround.
         local_ca_ack_delay: 15,
         allow_user_unregister: true,
+        max_mr_size: 1u64 << 40,
+        page_size_cap: state::PAGE_SIZE as u64,
+        max_qp: Kind::Qp.quota(),
+        max_qp_wr: state::MAX_QP_WR,
+        max_sge: sge,
+        // RDMA READ gathers into as many SGEs as any request (the core's
+        // rdma_rw divides by this: 0 would be a division by zero).
+        max_sge_rd: sge,
+        max_cq: Kind::Cq.quota(),
+        max_cqe: state::MAX_CQE,
+        max_mr: Kind::Mr.quota(),
+        max_pd: Kind::Pd.quota(),
+        max_ah: Kind::Ah.quota(),
+        max_srq: Kind::Srq.quota(),
+        max_srq_wr: state::MAX_QP_WR,
+        max_srq_sge: sge,
+        max_qp_rd_atom: rd_atomic,
+        max_res_rd_atom: rd_atomic.saturating_mul(Kind::Qp.quota()),
+        // Atomics run under the device lock with the CPU's own atomic
+        // instructions: atomic with respect to this device and the host.
+        atomic_hca: true,
+        // Fast registration (alloc_mr, map_mr_sg, IB_WR_REG_MR,
+        // IB_WR_LOCAL_INV) and SEND with Invalidate, for kernel ULPs.
+        mem_mgt_extensions: true,
+        max_fast_reg_page_list_len: state::MAX_FAST_PAGES,
     }
 }
 
@@ -78,9 +105,4 @@ pub(crate) fn check_newlink(name: &CStr, ndev: &NetDev) -> Result {
         return Err(EEXIST);
     }
     Ok(())
-}
-
-/// Node GUID from the netdev's MAC (EUI-48 to EUI-64), as RoCE devices do.
-pub(crate) fn node_guid(ndev: &NetDev) -> u64 {
-    ndev.eui64()
 }

@@ -16,7 +16,7 @@
 // Safe Rust only: the compiler keeps it that way.
 #![forbid(unsafe_code)]
 
-use crate::state;
+use crate::driver::tables as state;
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 use kernel::sync::Arc;

@@ -104,7 +104,7 @@ pub(crate) struct QpEntry {
     /// allocated before the lock so that giving back never allocates.
     pub(crate) srq_spare: Option<KBox<Returned>>,
     /// A process's QP (every one has them): its SQ and RQ rings.
-    pub(crate) rings: Option<crate::rings::QpRings>,
+    pub(crate) rings: Option<crate::driver::rings::QpRings>,
     /// Its PD's handle: a UD packet goes out only through an AH of this PD.
     pub(crate) pd: u32,
 }
@@ -464,7 +464,7 @@ impl SrqEntry {
         if fire {
             self.limit = 0;
         }
-        Some((crate::rings::srq_wqe(&slot, self.max_sge), fire))
+        Some((crate::driver::rings::srq_wqe(&slot, self.max_sge), fire))
     }
 
     /// The oldest WQE (`Err(wr_id)`: a malformed one from a process's
@@ -613,7 +613,7 @@ pub(crate) struct DevState {
     pds: KVVec<Option<PdOwner>>,
     next_pd: usize,
     /// The users with a context open, and what each holds.
-    pub(crate) accounts: crate::quota::Accounts,
+    pub(crate) accounts: crate::driver::quota::Accounts,
     /// Where `net::kick` builds an RC packet for a QP of this same device,
     /// which it then delivers from here (no socket buffer): room for the
     /// largest transport packet.
@@ -659,7 +659,7 @@ impl DevState {
             pds: table(MAX_PD as usize)?,
             // SAFETY: reads a module parameter (a test's start position).
             next_pd: crate::rdma::test_pd_start() as usize % MAX_PD as usize,
-            accounts: crate::quota::Accounts::new(),
+            accounts: crate::driver::quota::Accounts::new(),
             local_buf: {
                 let n = crate::transport::wire::packet::tx_buffer_len(4096);
                 let mut v = KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
@@ -749,7 +749,7 @@ pub(crate) enum PdOwner {
 /// are counted on the device.
 pub(crate) struct Mem<'a> {
     pub(crate) mrs: &'a mut [Option<MrEntry>],
-    pub(crate) dev: &'a crate::rdma::FerroceDevice,
+    pub(crate) dev: &'a crate::driver::ferroce::FerroceDevice,
     /// The QP is a process's: regions of kernel addresses (`MrKind::Dma`,
     /// `MrKind::Fast`) are refused to it whatever its PD.
     pub(crate) user: bool,
@@ -757,7 +757,7 @@ pub(crate) struct Mem<'a> {
 
 impl<'a> Mem<'a> {
     /// The view for QP entry `e`.
-    pub(crate) fn of(mrs: &'a mut [Option<MrEntry>], dev: &'a crate::rdma::FerroceDevice, e: &QpEntry) -> Self {
+    pub(crate) fn of(mrs: &'a mut [Option<MrEntry>], dev: &'a crate::driver::ferroce::FerroceDevice, e: &QpEntry) -> Self {
         Mem { mrs, dev, user: e.rings.is_some() }
     }
 }
