@@ -83,7 +83,6 @@ void ferroce_spin_unlock_bh(spinlock_t *lock, bool bh)
 }
 bool ferroce_irqs_disabled(void) { return irqs_disabled(); }
 
-u64 ferroce_now_ns(void) { return ktime_get_ns(); }
 
 struct ib_umem *ferroce_umem_get(struct ib_device *dev, u64 start, u64 length, int access)
 {

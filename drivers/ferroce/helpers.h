@@ -38,9 +38,6 @@ bool ferroce_spin_trylock_bh(spinlock_t *lock, bool *bh);
 bool ferroce_irqs_disabled(void);
 void ferroce_spin_unlock_bh(spinlock_t *lock, bool bh);
 
-/* --- time --- */
-u64 ferroce_now_ns(void);
-
 /* --- user memory (ib_umem) --- */
 struct ib_umem *ferroce_umem_get(struct ib_device *dev, u64 start, u64 length, int access);
 /* Fills up to max page pointers of the pinned region; returns how many. */

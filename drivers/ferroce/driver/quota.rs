@@ -2,7 +2,7 @@
 
 //! Per-user quotas on the device's object tables.
 //!
-//! The tables are fixed (see `state`), so one user who took every QP or
+//! The tables are fixed (see `tables`), so one user who took every QP or
 //! PD would stop every other process, and the kernel's own consumers
 //! (rdma_cm, NVMe) but for the few slots each table keeps for them
 //! (`transport::table::KERNEL_RESERVE`). Every object a process creates is
@@ -16,7 +16,6 @@
 // Safe Rust only: the compiler keeps it that way.
 #![forbid(unsafe_code)]
 
-use crate::driver::tables as state;
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -36,18 +35,23 @@ pub(crate) enum Kind {
 const KINDS: usize = 6;
 
 impl Kind {
+    /// Slots of the kind's table on one device (`tables::MAX_*`).
+    pub(crate) const fn table_len(self) -> usize {
+        match self {
+            Kind::Pd => 4096,
+            Kind::Ah => 4096,
+            Kind::Cq => 2048,
+            Kind::Qp => 2048,
+            Kind::Srq => 2048,
+            // A key is `index << 8 | key byte`.
+            Kind::Mr => 8192,
+        }
+    }
+
     /// What one user may hold: half of the table. This is also what
     /// `query_device` reports as `max_*`.
     pub(crate) const fn quota(self) -> u32 {
-        let table = match self {
-            Kind::Pd => state::MAX_PD as usize,
-            Kind::Ah => state::MAX_AH,
-            Kind::Cq => state::MAX_CQ,
-            Kind::Qp => state::MAX_QP,
-            Kind::Srq => state::MAX_SRQ,
-            Kind::Mr => state::MAX_MR,
-        };
-        (table / 2) as u32
+        (self.table_len() / 2) as u32
     }
 }
 

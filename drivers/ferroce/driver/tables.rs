@@ -24,23 +24,24 @@ use crate::rdma::mr::{KernelMem, Umem};
 use crate::rdma::object::{CqRef, SrqRef};
 use crate::rdma::qp::QpRef;
 use crate::rdma::wr::QpToken;
+use crate::driver::quota::Kind;
 use kernel::prelude::*;
 
 /// Queue pairs per device (QPN 1 is the GSI QP; user QPNs start at 16).
 /// Each table is twice what one user may hold (`quota::Kind::quota`).
-pub(crate) const MAX_QP: usize = 2048;
+pub(crate) const MAX_QP: usize = Kind::Qp.table_len();
 pub(crate) const FIRST_QPN: usize = 16;
 pub(crate) const GSI_QPN: usize = 1;
-pub(crate) const MAX_CQ: usize = 2048;
-pub(crate) const MAX_SRQ: usize = 2048;
+pub(crate) const MAX_CQ: usize = Kind::Cq.table_len();
+pub(crate) const MAX_SRQ: usize = Kind::Srq.table_len();
 /// Receive slots of an SRQ-attached QP in the engine: WQEs move in from the
 /// SRQ one at a time, when a message needs one.
 pub(crate) const SRQ_QP_SLOTS: u32 = 2;
 /// Memory regions per device; a key is `index << 8 | key byte`, the key
 /// byte random (and never the index's previous one).
-pub(crate) const MAX_MR: usize = 8192;
-pub(crate) const MAX_AH: usize = 4096;
-pub(crate) const MAX_PD: u32 = 4096;
+pub(crate) const MAX_MR: usize = Kind::Mr.table_len();
+pub(crate) const MAX_AH: usize = Kind::Ah.table_len();
+pub(crate) const MAX_PD: u32 = Kind::Pd.table_len() as u32;
 pub(crate) const MAX_QP_WR: u32 = 16384;
 pub(crate) const MAX_CQE: u32 = 65536;
 pub(crate) const PAGE_SIZE: usize = 4096;

@@ -61,7 +61,7 @@ static LINK_OPS: Registered<b::rdma_link_ops> = Registered(UnsafeCell::new({
     // SAFETY: all-zero is a valid `rdma_link_ops`: an unlinked list head and
     // null callbacks.
     let mut ops: b::rdma_link_ops = unsafe { core::mem::zeroed() };
-    ops.type_ = c"ferroce".as_ptr();
+    ops.type_ = b::FERROCE_LINK_TYPE.as_ptr().cast();
     ops.newlink = Some(newlink);
     ops.dellink = Some(dellink);
     ops
