@@ -118,7 +118,7 @@ def check_file(path, in_rdma, errors):
                 errors.append(f"{path}:{i + 1}: unsafe block of {ln} lines (at most {MAX_BLOCK})")
         if re.search(r"\bunsafe\s+impl\b", c) and not safety_above(lines, i):
             errors.append(f"{path}:{i + 1}: unsafe impl without a // SAFETY: comment")
-        if re.search(r"\bunsafe\s+fn\b", c) and 'extern "C"' not in lines[i]:
+        if re.search(r"\bunsafe\s+(extern\s+\"C\"\s+)?fn\b", lines[i].split("//")[0]):
             # The doc comment above (attributes and blank doc lines allowed).
             j = i - 1
             doc = []
@@ -148,7 +148,8 @@ SELF_TEST = {
     'unsafe extern "C" fn cb() {}\n',
     "rdma/b.rs": "use crate::state::X;\nfn f() {\n    unsafe {\n" + "x();\n" * 15 + "    }\n}\n"
     "unsafe fn h() {}\n// SAFETY: fine.\nunsafe impl Send for X {}\nunsafe impl Sync for X {}\n"
-    "/// # Invariants\nstruct Y;\n",
+    "/// # Invariants\nstruct Y;\n"
+    'unsafe extern "C" fn cb2() {}\n',
 }
 # What the fixture must produce, one per rule.
 SELF_TEST_EXPECT = [
@@ -163,6 +164,7 @@ SELF_TEST_EXPECT = [
     "rdma/b.rs:21: unsafe fn without a `# Safety` section",
     "rdma/b.rs:24: unsafe impl without a // SAFETY: comment",
     "rdma/b.rs: documents `# Invariants` but never says `// INVARIANT:`",
+    "rdma/b.rs:27: unsafe fn without a `# Safety` section",
 ]
 
 

@@ -10,6 +10,7 @@
  * tools/check); exits non-zero when any check failed.
  */
 #include <errno.h>
+#include <poll.h>
 #include <infiniband/verbs.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -309,6 +310,54 @@ inline_done:
 	ibv_query_qp(a.qp, &qa, IBV_QP_STATE, &qia);
 	CHECK("  ...and the UD QP is in SQE (class B error, send side)", qa.qp_state == IBV_QPS_SQE, "state %d",
 	      qa.qp_state);
+
+	/* Solicited-only arming (IBTA 11.4.2.2): a CQ armed for solicited
+	 * completions raises no event for a message without the SE bit, and
+	 * one for a message with it. */
+	{
+		struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+		struct ibv_cq *scq = ch ? ibv_create_cq(ctx, 16, NULL, ch, 0) : NULL;
+		struct ibv_qp_init_attr sia = {
+			.qp_type = IBV_QPT_UD, .sq_sig_all = 1, .send_cq = scq, .recv_cq = scq,
+			.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+		};
+		struct qp s = { .cq = scq, .qp = scq ? ibv_create_qp(pd, &sia) : NULL };
+		struct qp t = make_qp(0x2222, 1, 1);
+		struct ibv_sge sg = { .addr = (uintptr_t)buf + 8192, .length = 12, .lkey = mr->lkey };
+		struct ibv_send_wr sw = {
+			.wr_id = 21, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_SEND,
+			.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED,
+		}, *sbad;
+		struct pollfd pfd;
+		struct ibv_cq *ecq = NULL;
+		void *ectx;
+		int got;
+
+		if (!s.qp || tl_ud_rts(s.qp, 0x2222, 0x124))
+			die("solicited: ibv_create_qp/modify");
+		sw.wr.ud.ah = ah;
+		sw.wr.ud.remote_qpn = s.qp->qp_num;
+		sw.wr.ud.remote_qkey = 0x2222;
+		post_recv(&s, 90, 20480, 2048);
+		post_recv(&s, 91, 22528, 2048);
+		CHECK("CQ armed for solicited completions only", ibv_req_notify_cq(scq, 1) == 0, "errno %d", errno);
+		post_send(&t, ah, s.qp->qp_num, 0x2222, 20, 8192, 12);
+		pfd = (struct pollfd){ .fd = ch->fd, .events = POLLIN };
+		CHECK("  ...a SEND without SE raises no event", poll(&pfd, 1, 700) == 0, "an event came");
+		CHECK("  ...post a SEND with SE", ibv_post_send(t.qp, &sw, &sbad) == 0, "errno %d", errno);
+		got = poll(&pfd, 1, 3000) == 1 && ibv_get_cq_event(ch, &ecq, &ectx) == 0;
+		CHECK("  ...which raises the event", got && ecq == scq, "got %d", got);
+		if (got)
+			ibv_ack_cq_events(ecq, 1);
+		ret = poll_kind(&s, &wc, 1, 2000) && wc.wr_id == 90;
+		ret = ret && poll_kind(&s, &wc, 1, 2000) && wc.wr_id == 91;
+		CHECK("  ...and both receives completed, in order", ret, "wr_id %llu", (unsigned long long)wc.wr_id);
+		poll_kind(&t, &wc, 0, 100);
+		poll_kind(&t, &wc, 0, 100);
+		ibv_destroy_qp(t.qp); ibv_destroy_cq(t.cq);
+		ibv_destroy_qp(s.qp); ibv_destroy_cq(scq);
+		ibv_destroy_comp_channel(ch);
+	}
 
 	union ibv_gid nowhere;
 	memset(&nowhere, 0, sizeof(nowhere));

@@ -8,6 +8,7 @@ use crate::rdma::object::{Counted, CqRef};
 use crate::rdma::Counter;
 use crate::driver::ferroce::FerroceDevice;
 use crate::driver::tables::{CqEntry, CqSlot, DevState};
+use crate::transport::verbs::{wc_flags, WcStatus};
 
 /// CQs one pass records inline; more go through `CqEntry::event_due`.
 const NOTIFY_CQS: usize = 8;
@@ -121,6 +122,10 @@ pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version
             }
             let c = if recv { e.qp.poll_recv_cq() } else { e.qp.poll_send_cq() };
             let Some(cqe) = c else { break };
+            // A CQ armed for solicited completions only raises its event
+            // for a receive whose message asked for one (SE) or for an
+            // unsuccessful completion (IBTA 11.4.2.2, as rxe does).
+            let solicited = cqe.status != WcStatus::Success || cqe.wc_flags & wc_flags::SOLICITED != 0;
             // A process's ring slot is free before its completion shows:
             // an application that reposts on seeing it finds the room.
             crate::driver::rings::release(e);
@@ -129,7 +134,8 @@ pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version
                 qp: e.token,
                 ip_version: if recv { ip_version } else { 0 },
             });
-            if cq.armed.take().is_some() {
+            if cq.armed.is_some_and(|solicited_only| !solicited_only || solicited) {
+                cq.armed = None;
                 notify.add(cq);
             }
         }

@@ -146,7 +146,9 @@ pub(super) fn req_notify(cq: &Cq<'_, Ferroce>, solicited: bool, report_missed: b
     let dev = cq.device();
     let mut st = dev.state.lock();
     let c = st.cqs.get_mut(cq.data().index()).and_then(|c| c.as_deref_mut()).ok_or(EINVAL)?;
-    c.armed = Some(solicited);
+    // Armed for the next completion, it stays so until that one comes,
+    // whatever a later request for solicited ones says.
+    c.armed = Some(solicited && c.armed != Some(false));
     Ok(report_missed && c.len() > 0)
 }
 

@@ -8,7 +8,7 @@
 #![forbid(unsafe_code)]
 
 use crate::driver::quota::Kind;
-use crate::rdma::{DeviceAttrs, NetDev, PortAttrs};
+use crate::rdma::{device_cap, DeviceAttrs, NetDev, PortAttrs};
 use crate::driver::tables as state;
 use kernel::prelude::*;
 
@@ -36,7 +36,9 @@ pub(crate) fn device_attrs(node_guid: u64) -> DeviceAttrs {
     let rd_atomic = u32::from(crate::transport::qp::MAX_RD_ATOMIC);
     DeviceAttrs {
         sys_image_guid: node_guid,
-        vendor_id: 0,
+        // The IBTA's value for "no vendor" (an IEEE OUI is 24 bits), as
+        // rdma_rxe reports.
+        vendor_id: 0xff_ffff,
         vendor_part_id: 0,
         hw_ver: 0,
         max_pkeys: PKEY_TABLE_LEN,
@@ -64,9 +66,16 @@ pub(crate) fn device_attrs(node_guid: u64) -> DeviceAttrs {
         // Atomics run under the device lock with the CPU's own atomic
         // instructions: atomic with respect to this device and the host.
         atomic_hca: true,
-        // Fast registration (alloc_mr, map_mr_sg, IB_WR_REG_MR,
-        // IB_WR_LOCAL_INV) and SEND with Invalidate, for kernel ULPs.
-        mem_mgt_extensions: true,
+        // Only what ferroce does: the system image GUID is set; an RC
+        // responder with no receive WQE answers RNR NAK; an AH names port
+        // 1, the only one (create_ah refuses another); fast registration
+        // (alloc_mr, map_mr_sg, IB_WR_REG_MR, IB_WR_LOCAL_INV) and SEND
+        // with Invalidate. Not SRQ_RESIZE (refused), PORT_ACTIVE_EVENT
+        // (the port's events come from the core), memory windows, XRC.
+        device_cap_flags: device_cap::SYS_IMAGE_GUID
+            | device_cap::RC_RNR_NAK_GEN
+            | device_cap::UD_AV_PORT_ENFORCE
+            | device_cap::MEM_MGT_EXTENSIONS,
         max_fast_reg_page_list_len: state::MAX_FAST_PAGES,
     }
 }

@@ -14,6 +14,7 @@ pub(crate) mod mr;
 pub(crate) mod pd;
 pub(crate) mod qp;
 pub(crate) mod quota;
+pub(crate) mod ring;
 pub(crate) mod rings;
 mod rx;
 mod sched;

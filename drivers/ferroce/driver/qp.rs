@@ -15,7 +15,7 @@ use crate::rdma::udata::{CreateQpResp, Udata};
 use crate::rdma::wr::RecvWrs;
 use crate::rdma::{eopnotsupp, Counter};
 use crate::driver::ferroce::FerroceDevice;
-use crate::driver::rings::QpRings;
+use crate::driver::ring::QpRings;
 use crate::driver::tables::{Returned, QpEntry, Slots, GSI_QPN, MAX_FAST_PAGE_SIZE, MAX_QP_WR, SRQ_QP_SLOTS};
 use crate::transport::engine::{Qp as EngineQp, QpConfig, RecvSlot, SendSlot};
 use crate::transport::qp::{mask, Mtu, QpState, QpType};

@@ -16,121 +16,24 @@
 
 use crate::rdma::Counter;
 use crate::driver::ferroce::FerroceDevice;
-use crate::rdma::mmap::{sq_inline, sq_sges, ProdWatch, RingRqWqe, RingSqWqe, UserRing, RING_NEED_DB};
+use super::ring::QpRings;
+use crate::rdma::mmap::{rq_slot, sq_slot, ProdWatch, RingRqWqe, RingSqWqe, UserRing, RING_NEED_DB};
+use crate::transport::shared_ring::{self, recv_wqe, UdSend};
 use crate::driver::tables::{AhEntry, QpEntry};
 use crate::transport::qp::{QpState, QpType};
-use crate::transport::linger::{Idle as LingerIdle, Linger};
-use crate::transport::verbs::{send_flags, RecvWqe, SendWqe, Sge, WcStatus, WrOpcode, MAX_INLINE, MAX_SGE};
+use crate::transport::linger::Idle as LingerIdle;
+use crate::transport::verbs::{SendWqe, WcStatus};
 
-/// A QP's rings and what the kernel has done with them.
-pub(crate) struct QpRings {
-    pub(crate) sq: UserRing,
-    /// None on a QP attached to an SRQ.
-    pub(crate) rq: Option<UserRing>,
-    /// Work requests taken from each ring so far (free-running).
-    sq_taken: u32,
-    rq_taken: u32,
-    /// What the kernel last wrote, to write only changes.
-    sq_cons: u32,
-    rq_cons: u32,
-    need_db: bool,
-    /// Whether the sender lingers or asks for a doorbell (see [`idle`]).
-    linger: Linger,
-    state: Option<QpState>,
-    /// UD: the longest message (the path MTU fixed at creation).
-    ud_max_msg: u32,
-    pd: u32,
-}
-
-impl QpRings {
-    /// A new QP's rings: the kernel is idle, so the first post rings the
-    /// doorbell.
-    pub(crate) fn new(sq: UserRing, rq: Option<UserRing>, ud_max_msg: u32, pd: u32) -> Self {
-        sq.set_kflags(RING_NEED_DB);
-        Self {
-            sq,
-            rq,
-            sq_taken: 0,
-            rq_taken: 0,
-            sq_cons: 0,
-            rq_cons: 0,
-            need_db: true,
-            linger: Linger::new(),
-            state: None,
-            ud_max_msg,
-            pd,
-        }
-    }
-}
-
-/// The engine's copy of one SQ slot, or None when the copy is malformed.
+/// The engine's copy of one SQ slot, or None when the copy is malformed
+/// (`shared_ring::send_wqe`, host-tested): a UD QP's slot must name an AH
+/// of the QP's PD.
 fn send_wqe(w: &RingSqWqe, e: &QpEntry, r: &QpRings, ahs: &[Option<AhEntry>]) -> Option<SendWqe> {
-    let opcode = WrOpcode::from_u32(w.opcode)?;
-    let flags = w.send_flags;
-    let known = send_flags::FENCE | send_flags::SIGNALED | send_flags::SOLICITED | send_flags::INLINE;
-    if flags & !known != 0 {
-        return None;
-    }
-    let mut wqe = SendWqe {
-        wr_id: w.wr_id,
-        opcode,
-        send_flags: flags,
-        remote_addr: w.remote_addr,
-        rkey: w.rkey,
-        compare_add: w.compare_add,
-        swap: w.swap,
-        ..SendWqe::default()
-    };
-    if flags & send_flags::INLINE != 0 {
-        let n = usize::try_from(w.inline_len).ok().filter(|&n| n <= MAX_INLINE)?;
-        let data = sq_inline(w);
-        wqe.inline.get_mut(..n)?.copy_from_slice(data.get(..n)?);
-        wqe.inline_len = n as u16;
-    } else {
-        let n = usize::try_from(w.num_sge).ok().filter(|&n| n <= MAX_SGE && n <= e.max_send_sge as usize)?;
-        for (o, s) in wqe.sg_list.iter_mut().zip(sq_sges(w)).take(n) {
-            *o = s;
-        }
-        wqe.num_sge = n as u8;
-    }
-    wqe.imm_data = match opcode {
-        WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm => u32::from_be(w.imm_data),
-        WrOpcode::SendWithInv => w.imm_data,
-        _ => 0,
-    };
-    if e.qp.qp_type() == QpType::Ud {
-        if !matches!(opcode, WrOpcode::Send | WrOpcode::SendWithImm) {
-            return None;
-        }
-        // The AH must exist and belong to the QP's PD (IBTA 10.2.3); a
-        // handle of another process names another PD.
-        let ah = ahs.get(w.ah as usize)?.as_ref()?;
-        if ah.pd != r.pd {
-            return None;
-        }
-        wqe.ah = w.ah;
-        wqe.remote_qpn = w.remote_qpn & 0xff_ffff;
-        wqe.remote_qkey = w.remote_qkey;
-        if wqe.length()? > r.ud_max_msg {
-            return None;
-        }
-    }
-    Some(wqe)
-}
-
-fn recv_wqe(w: &RingRqWqe, max_sge: u32) -> Option<RecvWqe> {
-    let n = usize::try_from(w.num_sge).ok().filter(|&n| n <= MAX_SGE && n <= max_sge as usize)?;
-    let mut wqe = RecvWqe { wr_id: w.wr_id, ..RecvWqe::default() };
-    for (o, s) in wqe.sg_list.iter_mut().zip(w.sge.iter()).take(n) {
-        *o = Sge { addr: s.addr, length: s.length, lkey: s.lkey };
-    }
-    wqe.num_sge = n as u8;
-    Some(wqe)
-}
-
-/// One SRQ slot as a receive WQE; `Err(wr_id)` when it is malformed.
-pub(crate) fn srq_wqe(w: &RingRqWqe, max_sge: u32) -> core::result::Result<RecvWqe, u64> {
-    recv_wqe(w, max_sge).ok_or(w.wr_id)
+    let ud = (e.qp.qp_type() == QpType::Ud).then(|| UdSend {
+        pd: r.pd,
+        ah_pd: ahs.get(w.ah as usize).and_then(|a| a.as_ref()).map(|a| a.pd),
+        max_msg: r.ud_max_msg,
+    });
+    shared_ring::send_wqe(&sq_slot(w), e.max_send_sge, ud)
 }
 
 /// How many slots a ring's producer claims beyond `taken`, or None when
@@ -197,7 +100,7 @@ pub(crate) fn pull_rq(dev: &FerroceDevice, e: &mut QpEntry) {
     for i in 0..new {
         let Some(rq) = e.rings.as_ref().and_then(|r| r.rq.as_ref()) else { return };
         let slot: RingRqWqe = rq.read(taken.wrapping_add(i));
-        let ok = match recv_wqe(&slot, e.max_recv_sge) {
+        let ok = match recv_wqe(&rq_slot(&slot), e.max_recv_sge) {
             Some(w) => e.qp.post_recv(&w).is_ok(),
             None => false,
         };

@@ -105,7 +105,7 @@ pub(crate) struct QpEntry {
     /// allocated before the lock so that giving back never allocates.
     pub(crate) srq_spare: Option<KBox<Returned>>,
     /// A process's QP (every one has them): its SQ and RQ rings.
-    pub(crate) rings: Option<crate::driver::rings::QpRings>,
+    pub(crate) rings: Option<crate::driver::ring::QpRings>,
     /// Its PD's handle: a UD packet goes out only through an AH of this PD.
     pub(crate) pd: u32,
 }
@@ -465,7 +465,7 @@ impl SrqEntry {
         if fire {
             self.limit = 0;
         }
-        Some((crate::driver::rings::srq_wqe(&slot, self.max_sge), fire))
+        Some((crate::driver::ring::srq_wqe(&slot, self.max_sge), fire))
     }
 
     /// The oldest WQE (`Err(wr_id)`: a malformed one from a process's

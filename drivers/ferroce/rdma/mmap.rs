@@ -7,6 +7,7 @@
 use super::bindings as b;
 use super::udata::Udata;
 use super::vtable::Driver;
+use crate::transport::shared_ring::{RqSlot, SqSlot};
 use crate::transport::verbs::{Cqe, Sge};
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -36,19 +37,42 @@ pub(crate) use super::bindings::{ferroce_cqe as RingCqe, ferroce_rq_wqe as RingR
 pub(crate) const RING_NEED_DB: u32 = b::FERROCE_RING_NEED_DB;
 pub(crate) const RING_CQ_WAITING: u32 = b::FERROCE_RING_CQ_WAITING;
 
-/// The inline payload bytes of a send slot (meaningful when its flags say
-/// inline; the union's other member otherwise).
-pub(crate) fn sq_inline(w: &RingSqWqe) -> &[u8] {
+/// A copy of a send slot, field by field, for the engine's checks
+/// (`transport::shared_ring::send_wqe`).
+pub(crate) fn sq_slot(w: &RingSqWqe) -> SqSlot {
     // SAFETY: a union of plain bytes and integers in our own copy of the
     // slot; any bytes are a value of either member.
-    unsafe { &w.__bindgen_anon_1.inline_data }
+    let (sge, inline) = unsafe { (&w.__bindgen_anon_1.sge, &w.__bindgen_anon_1.inline_data) };
+    let mut s = SqSlot {
+        wr_id: w.wr_id,
+        opcode: w.opcode,
+        send_flags: w.send_flags,
+        num_sge: w.num_sge,
+        inline_len: w.inline_len,
+        imm_data: w.imm_data,
+        remote_addr: w.remote_addr,
+        rkey: w.rkey,
+        compare_add: w.compare_add,
+        swap: w.swap,
+        ah: w.ah,
+        remote_qpn: w.remote_qpn,
+        remote_qkey: w.remote_qkey,
+        inline: *inline,
+        ..SqSlot::default()
+    };
+    for (o, i) in s.sge.iter_mut().zip(sge.iter()) {
+        *o = Sge { addr: i.addr, length: i.length, lkey: i.lkey };
+    }
+    s
 }
 
-/// The gather list of a send slot (meaningful when not inline).
-pub(crate) fn sq_sges(w: &RingSqWqe) -> impl Iterator<Item = Sge> + '_ {
-    // SAFETY: as in `sq_inline`.
-    let sge = unsafe { &w.__bindgen_anon_1.sge };
-    sge.iter().map(|s| Sge { addr: s.addr, length: s.length, lkey: s.lkey })
+/// A copy of a receive slot (RQ or SRQ), for `shared_ring::recv_wqe`.
+pub(crate) fn rq_slot(w: &RingRqWqe) -> RqSlot {
+    let mut s = RqSlot { wr_id: w.wr_id, num_sge: w.num_sge, ..RqSlot::default() };
+    for (o, i) in s.sge.iter_mut().zip(w.sge.iter()) {
+        *o = Sge { addr: i.addr, length: i.length, lkey: i.lkey };
+    }
+    s
 }
 
 /// Where a ring is in the context's mmap space (ferroce-abi.h).

@@ -260,9 +260,23 @@ pub(crate) struct DeviceAttrs {
     pub(crate) max_res_rd_atom: u32,
     /// Atomics are atomic with respect to this device and the host CPU.
     pub(crate) atomic_hca: bool,
-    /// Fast registration and SEND with Invalidate (IB_DEVICE_MEM_MGT_EXTENSIONS).
-    pub(crate) mem_mgt_extensions: bool,
+    /// `IB_DEVICE_*` capabilities ([`device_cap`]).
+    pub(crate) device_cap_flags: u64,
     pub(crate) max_fast_reg_page_list_len: u32,
+}
+
+/// The `ib_device_cap_flags` a driver may claim in
+/// [`DeviceAttrs::device_cap_flags`].
+pub(crate) mod device_cap {
+    use super::b;
+    /// `sys_image_guid` is set.
+    pub(crate) const SYS_IMAGE_GUID: u64 = b::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID;
+    /// An RC responder without a receive WQE answers with an RNR NAK.
+    pub(crate) const RC_RNR_NAK_GEN: u64 = b::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN;
+    /// An address handle's port must be the QP's.
+    pub(crate) const UD_AV_PORT_ENFORCE: u64 = b::ib_device_cap_flags_IB_DEVICE_UD_AV_PORT_ENFORCE;
+    /// Fast registration (REG_MR, LOCAL_INV) and SEND with Invalidate.
+    pub(crate) const MEM_MGT_EXTENSIONS: u64 = b::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS;
 }
 
 pub(crate) struct PortAttrs {
@@ -513,6 +527,10 @@ fn device_ops<T: Driver>() -> b::ib_device_ops {
 }
 
 /// `rdma_link_ops.newlink`: `rdma link add NAME type ferroce netdev DEV`.
+///
+/// # Safety
+/// Only the kernel calls it, through the operations structure or
+/// registration that names it, with the arguments its contract names.
 unsafe extern "C" fn newlink(name: *const c_char, ndev: *mut b::net_device) -> c_int {
     // SAFETY: the core passes a NUL-terminated device name and a netdev it
     // holds a reference on for the duration of the call.
@@ -577,11 +595,19 @@ fn add_device<T: Driver>(name: &CStr, ndev: &NetDev) -> Result {
 
 /// `rdma_link_ops.dellink`: nothing to release before the core unregisters
 /// the device itself (it must not be unregistered here).
+///
+/// # Safety
+/// Only the kernel calls it, through the operations structure or
+/// registration that names it, with the arguments its contract names.
 unsafe extern "C" fn dellink(_ibdev: *mut b::ib_device) -> c_int {
     0
 }
 
 /// The netdev notifier: a ferroce device goes away with its netdev.
+///
+/// # Safety
+/// Only the kernel calls it, through the operations structure or
+/// registration that names it, with the arguments its contract names.
 unsafe extern "C" fn netdev_event(
     _nb: *mut b::notifier_block,
     event: c_ulong,
@@ -604,6 +630,9 @@ unsafe extern "C" fn netdev_event(
     b::NOTIFY_DONE as c_int
 }
 
+/// # Safety
+/// Only the kernel calls it, through the operations structure or
+/// registration that names it, with the arguments its contract names.
 unsafe extern "C" fn dealloc_driver<T: Driver>(ibdev: *mut b::ib_device) {
     // SAFETY: the core calls this once, after unregistration, when no verbs
     // call or packet can reach the device; it frees the memory afterwards.
@@ -616,6 +645,9 @@ unsafe extern "C" fn dealloc_driver<T: Driver>(ibdev: *mut b::ib_device) {
     }
 }
 
+/// # Safety
+/// Only the kernel calls it, through the operations structure or
+/// registration that names it, with the arguments its contract names.
 unsafe extern "C" fn alloc_hw_port_stats(_ibdev: *mut b::ib_device, _port: u32) -> *mut b::rdma_hw_stats {
     // SAFETY: the descriptor table is static.
     unsafe {
@@ -627,6 +659,9 @@ unsafe extern "C" fn alloc_hw_port_stats(_ibdev: *mut b::ib_device, _port: u32) 
     }
 }
 
+/// # Safety
+/// Only the kernel calls it, through the operations structure or
+/// registration that names it, with the arguments its contract names.
 unsafe extern "C" fn get_hw_stats<T: Driver>(
     ibdev: *mut b::ib_device,
     stats: *mut b::rdma_hw_stats,
@@ -650,6 +685,9 @@ fn int(v: u32) -> c_int {
     c_int::try_from(v).unwrap_or(c_int::MAX)
 }
 
+/// # Safety
+/// Only the kernel calls it, through the operations structure or
+/// registration that names it, with the arguments its contract names.
 unsafe extern "C" fn query_device<T: Driver>(
     ibdev: *mut b::ib_device,
     attr: *mut b::ib_device_attr,
@@ -690,16 +728,17 @@ unsafe extern "C" fn query_device<T: Driver>(
     if a.atomic_hca {
         out.atomic_cap = b::ib_atomic_cap_IB_ATOMIC_HCA;
     }
-    if a.mem_mgt_extensions {
-        out.device_cap_flags |= b::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS;
-        out.max_fast_reg_page_list_len = a.max_fast_reg_page_list_len;
-    }
+    out.device_cap_flags = a.device_cap_flags;
+    out.max_fast_reg_page_list_len = a.max_fast_reg_page_list_len;
     if a.allow_user_unregister {
         out.kernel_cap_flags |= u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
     }
     0
 }
 
+/// # Safety
+/// Only the kernel calls it, through the operations structure or
+/// registration that names it, with the arguments its contract names.
 unsafe extern "C" fn query_port<T: Driver>(
     ibdev: *mut b::ib_device,
     port: u32,
@@ -745,6 +784,9 @@ unsafe extern "C" fn query_port<T: Driver>(
     0
 }
 
+/// # Safety
+/// Only the kernel calls it, through the operations structure or
+/// registration that names it, with the arguments its contract names.
 unsafe extern "C" fn query_pkey(
     _ibdev: *mut b::ib_device,
     port: u32,
@@ -759,6 +801,9 @@ unsafe extern "C" fn query_pkey(
     0
 }
 
+/// # Safety
+/// Only the kernel calls it, through the operations structure or
+/// registration that names it, with the arguments its contract names.
 unsafe extern "C" fn get_port_immutable<T: Driver>(
     ibdev: *mut b::ib_device,
     port: u32,
@@ -782,6 +827,9 @@ unsafe extern "C" fn get_port_immutable<T: Driver>(
     0
 }
 
+/// # Safety
+/// Only the kernel calls it, through the operations structure or
+/// registration that names it, with the arguments its contract names.
 unsafe extern "C" fn get_link_layer(_ibdev: *mut b::ib_device, _port: u32) -> b::rdma_link_layer {
     b::rdma_link_layer_IB_LINK_LAYER_ETHERNET
 }

@@ -195,6 +195,10 @@ impl<T: Driver> Device<T> {
 }
 
 /// The device's work item.
+///
+/// # Safety
+/// Only the kernel calls it, through the registration that names it,
+/// with the arguments that registration's contract names.
 pub(super) unsafe extern "C" fn device_work<T: Driver>(w: *mut b::work_struct) {
     // SAFETY: the kernel runs only the `local_work` of a live device here
     // (it is cancelled before the device is freed).
@@ -238,6 +242,9 @@ pub(super) fn unregister_pernet() {
     }
 }
 
+/// # Safety
+/// Only the kernel calls it, through the registration that names it,
+/// with the arguments that registration's contract names.
 unsafe extern "C" fn pernet_exit(net: *mut b::net) {
     // SAFETY: the kernel calls us with a namespace being dismantled, whose
     // generic storage holds our NetSocks.
@@ -345,6 +352,10 @@ impl<T: Driver> Drop for DeviceRef<T> {
 }
 
 /// The UDP tunnel's receive callback: every datagram to port 4791.
+///
+/// # Safety
+/// Only the kernel calls it, through the registration that names it,
+/// with the arguments that registration's contract names.
 unsafe extern "C" fn encap_rcv<T: Driver>(_sk: *mut b::sock, skb: *mut b::sk_buff) -> c_int {
     let Some(skb) = NonNull::new(skb) else { return 0 };
     // INVARIANT: the UDP layer hands the datagram over: it is ours now.

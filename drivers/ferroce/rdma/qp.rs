@@ -151,12 +151,18 @@ const TIMER_OFFSET: usize =
     core::mem::offset_of!(Counted<b::ib_qp>, extra) + core::mem::offset_of!(QpHooks, timer);
 const WORK_OFFSET: usize = core::mem::offset_of!(Counted<b::ib_qp>, extra) + core::mem::offset_of!(QpHooks, work);
 
+/// # Safety
+/// Only the kernel calls it, for the timer or work item of a live
+/// QP (both are shut down before the QP is freed).
 unsafe extern "C" fn qp_timer<T: Driver>(t: *mut b::timer_list) {
     // SAFETY: the timer of a live QP (shut down before the QP is freed).
     let (dev, qpn) = unsafe { qp_of::<T>(t.cast(), TIMER_OFFSET) };
     T::qp_timer(dev, qpn);
 }
 
+/// # Safety
+/// Only the kernel calls it, for the timer or work item of a live
+/// QP (both are shut down before the QP is freed).
 unsafe extern "C" fn qp_work<T: Driver>(w: *mut b::work_struct) {
     // SAFETY: the work item of a live QP (cancelled before it is freed).
     let (dev, qpn) = unsafe { qp_of::<T>(w.cast(), WORK_OFFSET) };

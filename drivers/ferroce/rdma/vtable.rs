@@ -273,6 +273,9 @@ impl<T: Driver> Adapter<T> {
         r.unwrap_or_else(|e| e.to_errno() as isize as *mut b::ib_mr)
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn alloc_ucontext(uctx: *mut b::ib_ucontext, udata: *mut b::ib_udata) -> c_int {
         // SAFETY: the core passes a zeroed context of our size with
         // `device` set, and the udata of the process's call, whose context
@@ -285,6 +288,9 @@ impl<T: Driver> Adapter<T> {
         }))
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn dealloc_ucontext(uctx: *mut b::ib_ucontext) {
         // SAFETY: a context whose `alloc_ucontext` succeeded (the core
         // calls this for no other), after every object in it was
@@ -294,6 +300,9 @@ impl<T: Driver> Adapter<T> {
         T::dealloc_ucontext(dev, ctx);
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn alloc_pd(ibpd: *mut b::ib_pd, udata: *mut b::ib_udata) -> c_int {
         // SAFETY: the core passes a zeroed PD of our size with `device`
         // set (a ferroce device), and its udata of the call or null.
@@ -304,6 +313,9 @@ impl<T: Driver> Adapter<T> {
         }))
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn dealloc_pd(ibpd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> c_int {
         // SAFETY: a PD whose `alloc_pd` succeeded, in its destroy: nothing
         // reads its data again.
@@ -312,6 +324,9 @@ impl<T: Driver> Adapter<T> {
         0
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn create_ah(
         ibah: *mut b::ib_ah,
         init: *mut b::rdma_ah_init_attr,
@@ -329,6 +344,9 @@ impl<T: Driver> Adapter<T> {
         }))
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> c_int {
         // SAFETY: an AH whose `create_ah` succeeded, in its destroy.
         let (dev, ah) = unsafe { (Device::<T>::from_ib((*ibah).device), Object::<b::ib_ah, T::Ah>::take(ibah)) };
@@ -336,6 +354,9 @@ impl<T: Driver> Adapter<T> {
         0
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn create_cq(
         ibcq: *mut b::ib_cq,
         attr: *const b::ib_cq_init_attr,
@@ -360,11 +381,17 @@ impl<T: Driver> Adapter<T> {
         }))
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> c_int {
         // SAFETY: a CQ whose create succeeded, in its destroy.
         errno(unsafe { destroy_counted::<_, T::Cq>(ibcq, || T::destroy_cq(&Cq::<T>::from_core(ibcq))) })
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn resize_cq(ibcq: *mut b::ib_cq, cqe: u32, udata: *mut b::ib_udata) -> c_int {
         // SAFETY: a live CQ (the core holds it for the call) and the
         // call's udata.
@@ -375,6 +402,9 @@ impl<T: Driver> Adapter<T> {
         }))
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn poll_cq(ibcq: *mut b::ib_cq, num: c_int, wc: *mut b::ib_wc) -> c_int {
         // SAFETY: a live CQ, and room for `num` completions at `wc`.
         let (cq, mut out) =
@@ -383,6 +413,9 @@ impl<T: Driver> Adapter<T> {
         out.written() as c_int
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn req_notify_cq(ibcq: *mut b::ib_cq, flags: b::ib_cq_notify_flags) -> c_int {
         // SAFETY: a live CQ.
         let cq = unsafe { Cq::<T>::from_core(ibcq) };
@@ -395,6 +428,9 @@ impl<T: Driver> Adapter<T> {
         }
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn create_srq(
         ibsrq: *mut b::ib_srq,
         init: *mut b::ib_srq_init_attr,
@@ -419,6 +455,9 @@ impl<T: Driver> Adapter<T> {
         }))
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn modify_srq(
         ibsrq: *mut b::ib_srq,
         attr: *mut b::ib_srq_attr,
@@ -433,6 +472,9 @@ impl<T: Driver> Adapter<T> {
         errno(T::modify_srq(&srq, &attr, resize, limit, &mut udata))
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn query_srq(ibsrq: *mut b::ib_srq, attr: *mut b::ib_srq_attr) -> c_int {
         // SAFETY: a live SRQ and the core's output structure.
         let (srq, out) = unsafe { (Srq::<T>::from_core(ibsrq), &mut *attr) };
@@ -443,12 +485,19 @@ impl<T: Driver> Adapter<T> {
         }))
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn destroy_srq(ibsrq: *mut b::ib_srq, _udata: *mut b::ib_udata) -> c_int {
         // SAFETY: an SRQ whose create succeeded, in its destroy.
         errno(unsafe { destroy_counted::<_, T::Srq>(ibsrq, || T::destroy_srq(&Srq::<T>::from_core(ibsrq))) })
     }
 
     #[allow(clippy::too_many_arguments)] // the core's callback
+    ///
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn reg_user_mr(
         ibpd: *mut b::ib_pd,
         start: u64,
@@ -467,12 +516,18 @@ impl<T: Driver> Adapter<T> {
         Self::new_mr(|| T::reg_user_mr(&pd, start, length, virt, access as u32, &mut udata), Some((virt, length)))
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn get_dma_mr(ibpd: *mut b::ib_pd, access: c_int) -> *mut b::ib_mr {
         // SAFETY: a live PD the core holds for the call.
         let pd = unsafe { Pd::<T>::from_core(ibpd) };
         Self::new_mr(|| T::get_dma_mr(&pd, access as u32, KernelMem::new()), None)
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn alloc_mr(ibpd: *mut b::ib_pd, mr_type: b::ib_mr_type, max_num_sg: u32) -> *mut b::ib_mr {
         if mr_type != b::ib_mr_type_IB_MR_TYPE_MEM_REG {
             // SG_GAPS and integrity regions are not offered.
@@ -484,6 +539,10 @@ impl<T: Driver> Adapter<T> {
     }
 
     /// `ib_sg_to_pages`' callback: stages one page of the region.
+    ///
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn set_page(ibmr: *mut b::ib_mr, addr: u64) -> c_int {
         // SAFETY: called by `ib_sg_to_pages` inside our `map_mr_sg`, for
         // the live MR being mapped.
@@ -494,6 +553,9 @@ impl<T: Driver> Adapter<T> {
         }
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn map_mr_sg(
         ibmr: *mut b::ib_mr,
         sg: *mut b::scatterlist,
@@ -523,6 +585,9 @@ impl<T: Driver> Adapter<T> {
         }
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn dereg_mr(ibmr: *mut b::ib_mr, _udata: *mut b::ib_udata) -> c_int {
         // SAFETY: a live MR of ours, in its destroy.
         if let Err(e) = T::dereg_mr(unsafe { &Mr::<T>::from_core(ibmr) }) {
@@ -537,6 +602,9 @@ impl<T: Driver> Adapter<T> {
         0
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn create_qp(
         ibqp: *mut b::ib_qp,
         init: *mut b::ib_qp_init_attr,
@@ -571,6 +639,9 @@ impl<T: Driver> Adapter<T> {
         }
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn modify_qp(
         ibqp: *mut b::ib_qp,
         attr: *mut b::ib_qp_attr,
@@ -582,6 +653,9 @@ impl<T: Driver> Adapter<T> {
         errno(T::modify_qp(&qp, &QpAttrIn::new(a, attr_mask as u32), &mut udata))
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn query_qp(
         ibqp: *mut b::ib_qp,
         attr: *mut b::ib_qp_attr,
@@ -593,6 +667,9 @@ impl<T: Driver> Adapter<T> {
         errno(T::query_qp(&qp).map(|q| write_query(&q, o, i)))
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::ib_udata) -> c_int {
         // SAFETY: a QP whose create succeeded, in its destroy; once the
         // driver made it unreachable, its hooks stop (nothing re-arms
@@ -606,6 +683,9 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn post_send(
         ibqp: *mut b::ib_qp,
         wr: *const b::ib_send_wr,
@@ -621,6 +701,9 @@ impl<T: Driver> Adapter<T> {
         errno(r)
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn post_recv(
         ibqp: *mut b::ib_qp,
         wr: *const b::ib_recv_wr,
@@ -636,6 +719,9 @@ impl<T: Driver> Adapter<T> {
         errno(r)
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn post_srq_recv(
         ibsrq: *mut b::ib_srq,
         wr: *const b::ib_recv_wr,

@@ -7,7 +7,14 @@
 //! of them can be made to claim more than the ring holds, and an impossible
 //! index reads as "nothing" (a queue the kernel takes from) or "full" (a
 //! queue the kernel writes to), never as room to overwrite. The glue
-//! (`rings.rs`, `state.rs`) reads the indices and moves the bytes.
+//! (`driver/rings.rs`, `driver/tables.rs`) reads the indices and moves the
+//! bytes.
+//!
+//! A slot's copy is validated here too ([`send_wqe`], [`recv_wqe`]): the
+//! glue copies the process's slot once into an [`SqSlot`] or [`RqSlot`]
+//! and gives the engine only what these functions accept.
+
+use super::verbs::{send_flags, RecvWqe, SendWqe, Sge, WrOpcode, MAX_INLINE, MAX_SGE};
 
 /// Requests a process's producer index `prod` claims beyond the `taken`
 /// the kernel has consumed, or None when the claim is impossible: with the
@@ -39,6 +46,136 @@ pub fn unread(prod: u32, cons: u32, entries: u32) -> u32 {
 /// the queue stops, nothing unread is overwritten.
 pub fn has_room(prod: u32, cons: u32, entries: u32) -> bool {
     prod.wrapping_sub(cons) < entries
+}
+
+/// A copy of one SQ slot (the ABI's `ferroce_sq_wqe`), field by field, as
+/// the process wrote it: nothing in it is trusted.
+#[derive(Clone, Copy)]
+pub struct SqSlot {
+    pub wr_id: u64,
+    pub opcode: u32,
+    pub send_flags: u32,
+    pub num_sge: u32,
+    pub inline_len: u32,
+    /// Big-endian for the immediate opcodes, the R_Key for SEND with
+    /// Invalidate (as `ibv_send_wr.imm_data` / `invalidate_rkey`).
+    pub imm_data: u32,
+    pub remote_addr: u64,
+    pub rkey: u32,
+    pub compare_add: u64,
+    pub swap: u64,
+    /// UD: the address handle, destination QP and Q_Key.
+    pub ah: u32,
+    pub remote_qpn: u32,
+    pub remote_qkey: u32,
+    pub sge: [Sge; MAX_SGE],
+    pub inline: [u8; MAX_INLINE],
+}
+
+impl Default for SqSlot {
+    fn default() -> Self {
+        Self {
+            wr_id: 0,
+            opcode: 0,
+            send_flags: 0,
+            num_sge: 0,
+            inline_len: 0,
+            imm_data: 0,
+            remote_addr: 0,
+            rkey: 0,
+            compare_add: 0,
+            swap: 0,
+            ah: 0,
+            remote_qpn: 0,
+            remote_qkey: 0,
+            sge: [Sge::default(); MAX_SGE],
+            inline: [0; MAX_INLINE],
+        }
+    }
+}
+
+/// A copy of one RQ or SRQ slot (the ABI's `ferroce_rq_wqe`).
+#[derive(Clone, Copy, Default)]
+pub struct RqSlot {
+    pub wr_id: u64,
+    pub num_sge: u32,
+    pub sge: [Sge; MAX_SGE],
+}
+
+/// What a UD QP's send slot is checked against.
+#[derive(Clone, Copy)]
+pub struct UdSend {
+    /// The QP's PD.
+    pub pd: u32,
+    /// The PD of the AH the slot names, None when there is no such AH.
+    pub ah_pd: Option<u32>,
+    /// The longest message (the path MTU fixed at creation).
+    pub max_msg: u32,
+}
+
+/// The engine's send WQE for a slot's copy, or None when the copy is
+/// malformed: an unknown opcode or flag, more inline bytes or SGEs than
+/// allowed (`max_sge`: the QP's), and for a UD QP (`ud`) an opcode other
+/// than SEND, an AH that does not exist or belongs to another PD (IBTA
+/// 10.2.3: a handle of another process names another PD), or a message
+/// longer than the path MTU.
+pub fn send_wqe(w: &SqSlot, max_sge: u32, ud: Option<UdSend>) -> Option<SendWqe> {
+    let opcode = WrOpcode::from_u32(w.opcode)?;
+    let flags = w.send_flags;
+    let known = send_flags::FENCE | send_flags::SIGNALED | send_flags::SOLICITED | send_flags::INLINE;
+    if flags & !known != 0 {
+        return None;
+    }
+    let mut wqe = SendWqe {
+        wr_id: w.wr_id,
+        opcode,
+        send_flags: flags,
+        remote_addr: w.remote_addr,
+        rkey: w.rkey,
+        compare_add: w.compare_add,
+        swap: w.swap,
+        ..SendWqe::default()
+    };
+    if flags & send_flags::INLINE != 0 {
+        let n = usize::try_from(w.inline_len).ok().filter(|&n| n <= MAX_INLINE)?;
+        wqe.inline.get_mut(..n)?.copy_from_slice(w.inline.get(..n)?);
+        wqe.inline_len = u16::try_from(n).ok()?;
+    } else {
+        let n = usize::try_from(w.num_sge).ok().filter(|&n| n <= MAX_SGE && n <= max_sge as usize)?;
+        for (o, s) in wqe.sg_list.iter_mut().zip(w.sge.iter()).take(n) {
+            *o = *s;
+        }
+        wqe.num_sge = u8::try_from(n).ok()?;
+    }
+    wqe.imm_data = match opcode {
+        WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm => u32::from_be(w.imm_data),
+        WrOpcode::SendWithInv => w.imm_data,
+        _ => 0,
+    };
+    if let Some(ud) = ud {
+        if !matches!(opcode, WrOpcode::Send | WrOpcode::SendWithImm) || ud.ah_pd != Some(ud.pd) {
+            return None;
+        }
+        wqe.ah = w.ah;
+        wqe.remote_qpn = w.remote_qpn & 0xff_ffff;
+        wqe.remote_qkey = w.remote_qkey;
+        if wqe.length()? > ud.max_msg {
+            return None;
+        }
+    }
+    Some(wqe)
+}
+
+/// The engine's receive WQE for a slot's copy, or None when it names more
+/// SGEs than allowed (`max_sge`: the QP's or SRQ's).
+pub fn recv_wqe(w: &RqSlot, max_sge: u32) -> Option<RecvWqe> {
+    let n = usize::try_from(w.num_sge).ok().filter(|&n| n <= MAX_SGE && n <= max_sge as usize)?;
+    let mut wqe = RecvWqe { wr_id: w.wr_id, ..RecvWqe::default() };
+    for (o, s) in wqe.sg_list.iter_mut().zip(w.sge.iter()).take(n) {
+        *o = *s;
+    }
+    wqe.num_sge = u8::try_from(n).ok()?;
+    Some(wqe)
 }
 
 #[cfg(test)]
@@ -78,5 +215,77 @@ mod tests {
         // Across the wrap.
         assert_eq!(unread(1, u32::MAX, 4), 2);
         assert!(has_room(1, u32::MAX, 4));
+    }
+
+    fn sge(len: u32) -> Sge {
+        Sge { addr: 0x1000, length: len, lkey: 7 }
+    }
+
+    fn send(opcode: WrOpcode) -> SqSlot {
+        let mut w = SqSlot { wr_id: 42, opcode: opcode as u32, num_sge: 1, ..SqSlot::default() };
+        w.sge[0] = sge(100);
+        w
+    }
+
+    const UD: UdSend = UdSend { pd: 3, ah_pd: Some(3), max_msg: 1024 };
+
+    #[test]
+    fn a_well_formed_send_slot_becomes_its_wqe() {
+        let mut w = send(WrOpcode::SendWithImm);
+        w.imm_data = 0x1234_5678u32.to_be();
+        w.send_flags = send_flags::SIGNALED | send_flags::SOLICITED;
+        let q = send_wqe(&w, 2, None).expect("accepted");
+        assert_eq!((q.wr_id, q.opcode, q.num_sge, q.imm_data), (42, WrOpcode::SendWithImm, 1, 0x1234_5678));
+        assert_eq!(q.sges()[0].length, 100);
+        let mut inv = send(WrOpcode::SendWithInv);
+        inv.imm_data = 0xabcd;
+        assert_eq!(send_wqe(&inv, 2, None).map(|q| q.imm_data), Some(0xabcd), "the R_Key as it is");
+    }
+
+    #[test]
+    fn malformed_send_slots_are_refused() {
+        let mut w = send(WrOpcode::Send);
+        w.opcode = 0xdead;
+        assert!(send_wqe(&w, 2, None).is_none(), "unknown opcode");
+        let mut w = send(WrOpcode::Send);
+        w.send_flags = 1 << 20;
+        assert!(send_wqe(&w, 2, None).is_none(), "unknown flag");
+        let mut w = send(WrOpcode::Send);
+        w.num_sge = 3;
+        assert!(send_wqe(&w, 2, None).is_none(), "more SGEs than the QP allows");
+        w.num_sge = MAX_SGE as u32 + 1;
+        assert!(send_wqe(&w, u32::MAX, None).is_none(), "more SGEs than a slot holds");
+        let mut w = send(WrOpcode::Send);
+        w.send_flags = send_flags::INLINE;
+        w.inline_len = MAX_INLINE as u32 + 1;
+        assert!(send_wqe(&w, 2, None).is_none(), "more inline bytes than a slot holds");
+        w.inline_len = MAX_INLINE as u32;
+        assert_eq!(send_wqe(&w, 2, None).map(|q| q.inline_len), Some(MAX_INLINE as u16));
+    }
+
+    #[test]
+    fn a_ud_slot_needs_a_send_to_an_ah_of_its_pd_within_the_mtu() {
+        assert!(send_wqe(&send(WrOpcode::Send), 2, Some(UD)).is_some());
+        assert!(send_wqe(&send(WrOpcode::RdmaWrite), 2, Some(UD)).is_none(), "UD has no RDMA");
+        let other = UdSend { ah_pd: Some(4), ..UD };
+        assert!(send_wqe(&send(WrOpcode::Send), 2, Some(other)).is_none(), "another PD's AH");
+        let none = UdSend { ah_pd: None, ..UD };
+        assert!(send_wqe(&send(WrOpcode::Send), 2, Some(none)).is_none(), "no such AH");
+        let mut long = send(WrOpcode::Send);
+        long.sge[0] = sge(1025);
+        assert!(send_wqe(&long, 2, Some(UD)).is_none(), "longer than the path MTU");
+        let mut w = send(WrOpcode::Send);
+        w.remote_qpn = 0xff00_0012;
+        assert_eq!(send_wqe(&w, 2, Some(UD)).map(|q| q.remote_qpn), Some(0x12), "24-bit QPN");
+    }
+
+    #[test]
+    fn receive_slots_are_bounded_by_the_queues_sges() {
+        let mut w = RqSlot { wr_id: 9, num_sge: 2, ..RqSlot::default() };
+        w.sge[1] = sge(64);
+        assert_eq!(recv_wqe(&w, 2).map(|q| (q.wr_id, q.length())), Some((9, 64)));
+        assert!(recv_wqe(&w, 1).is_none());
+        w.num_sge = u32::MAX;
+        assert!(recv_wqe(&w, u32::MAX).is_none());
     }
 }

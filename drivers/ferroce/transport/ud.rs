@@ -145,6 +145,9 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         if rx.headers.immdt.map(|i| i.imm).is_some() {
             flags |= wc_flags::WITH_IMM;
         }
+        if rx.headers.bth.solicited {
+            flags |= wc_flags::SOLICITED;
+        }
         let cqe = Cqe {
             status: WcStatus::Success,
             opcode: WcOpcode::Recv,

@@ -176,6 +176,11 @@ pub mod wc_flags {
     pub const WITH_IMM: u32 = 1 << 1;
     /// `invalidated_rkey` (in `imm_data`) is valid.
     pub const WITH_INV: u32 = 1 << 3;
+    /// The received message asked for a solicited event (the BTH SE bit of
+    /// its last packet). Not an `ibv_wc_flags` bit: it decides whether a CQ
+    /// armed for solicited completions raises its event, and is never
+    /// reported.
+    pub const SOLICITED: u32 = 1 << 30;
 }
 
 /// `enum ibv_access_flags`.

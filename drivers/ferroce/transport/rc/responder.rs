@@ -319,6 +319,9 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             flags |= wc_flags::WITH_INV;
             imm = rkey;
         }
+        if rx.headers.bth.solicited {
+            flags |= wc_flags::SOLICITED;
+        }
         let cqe = Cqe {
             status: WcStatus::Success,
             opcode: WcOpcode::Recv,
@@ -383,7 +386,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 byte_len: total,
                 imm_data: imm,
                 src_qp: self.attr.dest_qp_num,
-                wc_flags: wc_flags::WITH_IMM,
+                wc_flags: if rx.headers.bth.solicited { wc_flags::WITH_IMM | wc_flags::SOLICITED } else { wc_flags::WITH_IMM },
                 pkey_index: self.attr.pkey_index,
                 ..Cqe::default()
             };

@@ -119,6 +119,22 @@ fn rc_ackreq_set_periodically_within_long_messages() {
 }
 
 #[test]
+fn rc_solicited_event_bit_reaches_the_receive_completion() {
+    let mut r = setup();
+    post_recvs(&mut r, 2);
+    let mut w = send(&r, 1, 700);
+    w.send_flags |= send_flags::SOLICITED;
+    r.a.post_send(&w).unwrap();
+    r.a.post_send(&send(&r, 2, 300)).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let (_, rr) = all_cqes(&mut r.b);
+    let got: Vec<(u64, u32)> = rr.iter().map(|c| (c.wr_id, c.wc_flags)).collect();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].1, wc_flags::SOLICITED, "SE on the last packet of a multi-packet SEND");
+    assert_eq!(got[1].1, 0, "no SE, no flag");
+}
+
+#[test]
 fn rc_send_write_read_atomic_end_to_end() {
     let mut r = setup();
     post_recvs(&mut r, 2);

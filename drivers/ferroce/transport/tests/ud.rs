@@ -268,6 +268,7 @@ fn ud_end_to_end_send_and_receive() {
     }
     let c = u.b.poll_recv_cq().unwrap();
     assert_eq!((c.byte_len, c.src_qp), (1040, 0x10));
+    assert_eq!(c.wc_flags, wc_flags::GRH | wc_flags::SOLICITED, "the SE bit reaches the completion");
     assert_eq!(u.mb.bytes(u.dst, 40, 1000), u.ma.bytes(u.src, 0, 1000));
 }
 
