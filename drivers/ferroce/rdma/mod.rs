@@ -47,9 +47,6 @@ impl<T> Registered<T> {
     pub(crate) const fn as_ptr(&self) -> *mut T {
         self.0.get()
     }
-    fn get(&self) -> *mut T {
-        self.0.get()
-    }
 }
 
 /// The uverbs ABI version module and provider agree on (ferroce-abi.h).
@@ -101,14 +98,14 @@ impl Registration {
         }
         // SAFETY: the notifier block is static and stays valid until `drop`
         // unregisters it.
-        if let Err(e) = to_result(unsafe { b::register_netdevice_notifier(NETDEV_NOTIFIER.get()) }) {
+        if let Err(e) = to_result(unsafe { b::register_netdevice_notifier(NETDEV_NOTIFIER.as_ptr()) }) {
             net::unregister_pernet();
             // SAFETY: created above; nothing was queued.
             unsafe { b::ferroce_wq_destroy() };
             return Err(e);
         }
         // SAFETY: as above, for the link ops; `rdma_link_register` cannot fail.
-        unsafe { b::rdma_link_register(LINK_OPS.get()) };
+        unsafe { b::rdma_link_register(LINK_OPS.as_ptr()) };
         Ok(Self(()))
     }
 }
@@ -120,9 +117,9 @@ impl Drop for Registration {
         // for) all of ours, including queued unregistrations, before the
         // notifier that may queue them goes away.
         unsafe {
-            b::rdma_link_unregister(LINK_OPS.get());
+            b::rdma_link_unregister(LINK_OPS.as_ptr());
             b::ib_unregister_driver(DRIVER_ID);
-            b::unregister_netdevice_notifier(NETDEV_NOTIFIER.get());
+            b::unregister_netdevice_notifier(NETDEV_NOTIFIER.as_ptr());
         }
         net::unregister_pernet();
         // SAFETY: every QP (and so every work item) is gone with the devices.
@@ -652,7 +649,7 @@ unsafe extern "C" fn alloc_hw_port_stats(_ibdev: *mut b::ib_device, _port: u32) 
     // SAFETY: the descriptor table is static.
     unsafe {
         b::rdma_alloc_hw_stats_struct(
-            COUNTER_DESCS.get().cast(),
+            COUNTER_DESCS.as_ptr().cast(),
             NUM_COUNTERS as c_int,
             core::ffi::c_ulong::from(b::RDMA_HW_STATS_DEFAULT_LIFESPAN),
         )

@@ -263,15 +263,17 @@ unsafe extern "C" fn pernet_exit(net: *mut b::net) {
 /// device; their datagrams go to `T::receive`.
 pub(super) fn ensure_sockets<T: Driver>(ndev: &NetDev) -> Result {
     let _guard = NetMutex::lock();
-    // SAFETY: the netdev is alive for the call, and so its namespace; the
-    // storage is ours, and the mutex serialises its writers.
-    let socks = unsafe { &mut *b::ferroce_net_generic(b::ferroce_dev_net(ndev.0), *NET_ID.as_ptr()).cast::<NetSocks>() };
+    // SAFETY: the netdev is alive for the call.
+    let net = unsafe { b::ferroce_dev_net(ndev.0) };
+    // SAFETY: the netdev, and so its namespace `net`, is alive for the
+    // call; the storage is ours, and the mutex serialises its writers.
+    let socks = unsafe { &mut *b::ferroce_net_generic(net, *NET_ID.as_ptr()).cast::<NetSocks>() };
     for (ipv6, s) in [(false, &mut socks.s4), (true, &mut socks.s6)] {
         if !s.is_null() {
             continue;
         }
         // SAFETY: as above; the callback is ours for as long as the socket.
-        let sock = unsafe { b::ferroce_udp_tunnel_open(b::ferroce_dev_net(ndev.0), ipv6, Some(encap_rcv::<T>)) };
+        let sock = unsafe { b::ferroce_udp_tunnel_open(net, ipv6, Some(encap_rcv::<T>)) };
         match kernel::error::from_err_ptr(sock) {
             Ok(sock) => *s = sock,
             // IPv6 disabled: IPv4 only.
