@@ -393,6 +393,18 @@ void ferroce_srq_limit_event(struct ib_srq *srq)
 		srq->event_handler(&ev, srq->srq_context);
 }
 
+void ferroce_qp_event(struct ib_qp *qp, enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = qp->device,
+		.element.qp = qp,
+		.event = type,
+	};
+
+	if (qp->event_handler)
+		qp->event_handler(&ev, qp->qp_context);
+}
+
 void ferroce_skbq_init(struct sk_buff_head *q) { skb_queue_head_init(q); }
 void ferroce_skbq_tail(struct sk_buff_head *q, struct sk_buff *skb) { skb_queue_tail(q, skb); }
 struct sk_buff *ferroce_skbq_dequeue(struct sk_buff_head *q) { return skb_dequeue(q); }

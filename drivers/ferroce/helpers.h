@@ -123,6 +123,7 @@ bool ferroce_qp_is_user(const struct ib_qp *qp);
 
 /* --- SRQ limit event (through the SRQ's event handler) --- */
 void ferroce_srq_limit_event(struct ib_srq *srq);
+void ferroce_qp_event(struct ib_qp *qp, enum ib_event_type type);
 
 /* --- the local delivery queue (struct sk_buff_head stays opaque) --- */
 void ferroce_skbq_init(struct sk_buff_head *q);

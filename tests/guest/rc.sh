@@ -2,7 +2,8 @@
 # Issue 5: RC over one ferroce device (loopback through the guest's own
 # address): ibv_rc_pingpong with buffer validation, and perftest's RC tests
 # (send, write, read, atomics; bandwidth over all sizes, latency). Issue 19:
-# the extended verbs API (userspace/tests/wr_ex.c, RC and UD).
+# UC (ibv_uc_pingpong, perftest -c UC) and the extended verbs API
+# (userspace/tests/wr_ex.c, RC and UD).
 . "$(dirname "$0")/lib.sh"
 
 check "rdma link add fr0" rdma link add fr0 type ferroce netdev eth0
@@ -20,6 +21,21 @@ PP_TIMEOUT=1200 check "ibv_rc_pingpong -c: 1000 x 1 MiB, buffers validated" \
 expect "  ...1000 iterations" '^1000 iters in' "$(cat /tmp/cli.log)"
 check "ibv_rc_pingpong -c over IPv6 GIDs: 200 x 64 KiB" \
 	pingpong "" "" 10.0.2.15 ibv_rc_pingpong -d fr0 -g "$G6" -c -n 200 -s 65536
+
+# UC (issue 19): SEND and WRITE without acknowledgements; on this loss-free
+# loopback every message arrives, and ibv_uc_pingpong checks every byte
+check "ibv_uc_pingpong -c: 500 x 4 KiB, buffers validated" \
+	pingpong "" "" 10.0.2.15 ibv_uc_pingpong -d fr0 -g "$G" -c -n 500 -s 4096
+expect "  ...500 iterations" '^500 iters in' "$(cat /tmp/cli.log)"
+for t in ib_send_bw ib_write_bw; do
+	check "$t -c UC -a (2 B .. 8 MiB, 20 iterations each)" \
+		pingpong "" "" 10.0.2.15 $t -d fr0 -x "$G" -c UC -a -n 20
+	expect "  ...reached 1 MiB" '^ *1048576 +20 ' "$(cat /tmp/cli.log)"
+done
+for t in ib_send_lat ib_write_lat; do
+	check "$t -c UC (2 bytes, 500 iterations)" pingpong "" "" 10.0.2.15 $t -d fr0 -x "$G" -c UC -s 2 -n 500
+	expect "  ...every iteration counted" '^ *2 +500 ' "$(cat /tmp/cli.log)"
+done
 
 # perftest: bandwidth tests over every size from 2 bytes (-a: 2 B .. 8 MiB),
 # latency tests at their default size
@@ -54,8 +70,11 @@ expect "  ...200 iterations" '^200 iters in' "$(cat /tmp/cli.log)"
 # ibv_wr_* operation on RC and UD, ibv_create_cq_ex with ibv_start_poll and
 # the read_* getters, wr_abort and the errors of bad input (the program's own
 # ok/not ok lines count one check each)
-check "the extended verbs API: ibv_wr_* on RC and UD, extended CQs (wr_ex)" \
+check "the extended verbs API: ibv_wr_* on RC, UC and UD, extended CQs (wr_ex)" \
 	build/userspace/tests/wr_ex fr0 "$G"
+# Affiliated asynchronous events: last WQE reached (a QP on an SRQ in ERR),
+# SQ drained, and the responder's access and invalid-request errors
+check "QP asynchronous events (qp_events)" build/userspace/tests/qp_events fr0 "$G"
 # Inline sends on RC (ibv_rc_pingpong uses them when the message fits)
 check "ibv_rc_pingpong -c with 32-byte messages (inline)" \
 	pingpong "" "" 10.0.2.15 ibv_rc_pingpong -d fr0 -g "$G" -c -n 200 -s 32

@@ -7,6 +7,7 @@
 #ifndef FERROCE_TESTLIB_H
 #define FERROCE_TESTLIB_H
 
+#include <errno.h>
 #include <infiniband/verbs.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +32,24 @@ static int failures __attribute__((unused));
 		}                                                              \
 		fflush(stdout);                                                \
 	} while (0)
+
+/* The device called `name`, opened; NULL with errno ENODEV if none is. */
+static inline struct ibv_context *tl_open_device(const char *name)
+{
+	struct ibv_context *ctx = NULL;
+	struct ibv_device **list;
+	int n;
+
+	list = ibv_get_device_list(&n);
+	for (int i = 0; list && i < n && !ctx; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), name))
+			ctx = ibv_open_device(list[i]);
+	if (list)
+		ibv_free_device_list(list);
+	if (!ctx)
+		errno = ENODEV;
+	return ctx;
+}
 
 /* xorshift64*: the same seed gives the same stream on every run. */
 static inline uint64_t tl_seed(uint64_t seed)
@@ -130,12 +149,14 @@ static inline int tl_rc_init(struct ibv_qp *qp, int access)
 }
 
 /*
- * INIT, RTR and RTS. Returns NULL, or the step that failed (errno set),
+ * INIT, RTR and RTS of an RC or UC QP (UC: with the attributes UC has).
+ * Returns NULL, or the step that failed (errno set),
  * for the caller's message.
  */
 static inline const char *tl_rc_connect(struct ibv_qp *qp, const struct tl_rc_conn *c)
 {
 	struct ibv_qp_attr a;
+	int uc = qp->qp_type == IBV_QPT_UC;
 
 	if (tl_rc_init(qp, c->access))
 		return "ibv_modify_qp to INIT";
@@ -151,9 +172,10 @@ static inline const char *tl_rc_connect(struct ibv_qp *qp, const struct tl_rc_co
 	a.ah_attr.grh.dgid = c->dgid;
 	a.ah_attr.grh.sgid_index = c->sgid_index;
 	a.ah_attr.grh.hop_limit = 64;
+	/* UC has no READ/atomic resources, RNR timer, ACK timeout or retries. */
 	if (ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+				  (uc ? 0 : IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)))
 		return "ibv_modify_qp to RTR";
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -163,8 +185,8 @@ static inline const char *tl_rc_connect(struct ibv_qp *qp, const struct tl_rc_co
 	a.rnr_retry = c->rnr_retry;
 	a.max_rd_atomic = c->max_rd_atomic;
 	if (ibv_modify_qp(qp, &a,
-			  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				  IBV_QP_MAX_QP_RD_ATOMIC))
+			  IBV_QP_STATE | IBV_QP_SQ_PSN |
+				  (uc ? 0 : IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC)))
 		return "ibv_modify_qp to RTS";
 	return NULL;
 }

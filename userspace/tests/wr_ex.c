@@ -11,8 +11,9 @@
  * immediate, RDMA write, write with immediate, read, compare and swap,
  * fetch and add, send with invalidate), each setter, a batch of several
  * requests, the wr_flags (signaled, inline, fence), wr_abort, and the
- * errors of bad input. UD: send and send with immediate with
- * ibv_wr_set_ud_addr. Data bytes and every completion field are checked.
+ * errors of bad input. UC: send, send with immediate, RDMA write, write
+ * with immediate (inline), and the refusal of what UC has no opcode for.
+ * UD: send and send with immediate with ibv_wr_set_ud_addr. Data bytes and every completion field are checked.
  *
  * Prints one "ok - NAME" or "not ok - NAME" line per check (counted by
  * tools/check); exits non-zero when any check failed.
@@ -50,6 +51,9 @@ static int gid_index;
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_SEND_WITH_INV |                     \
 	 IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |             \
 	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+#define UC_OPS                                                                                                   \
+	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |                        \
+	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
 #define ALL_WC_FLAGS                                                                                             \
 	(IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |          \
 	 IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS)
@@ -228,6 +232,9 @@ static void creation_refusals(void)
 		{ "UD RDMA_WRITE", IBV_QPT_UD, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE },
 		{ "UD SEND_WITH_INV", IBV_QPT_UD, IBV_QP_EX_WITH_SEND_WITH_INV },
 		{ "UD ATOMIC_FETCH_AND_ADD", IBV_QPT_UD, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD },
+		{ "UC RDMA_READ", IBV_QPT_UC, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_READ },
+		{ "UC SEND_WITH_INV", IBV_QPT_UC, IBV_QP_EX_WITH_SEND_WITH_INV },
+		{ "UC ATOMIC_CMP_AND_SWP", IBV_QPT_UC, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP },
 	};
 	char name[160];
 
@@ -666,6 +673,124 @@ static void rc(void)
 	ibv_destroy_cq(r.bcq);
 }
 
+/* ---------------------------------------------------------------- UC */
+
+/*
+ * A UC QP through ibv_wr_*: SEND (two SGEs), SEND with immediate, RDMA
+ * WRITE of several packets, RDMA WRITE with immediate from inline data;
+ * then the legacy ibv_post_send refusing what UC has no opcode for.
+ */
+static void uc(void)
+{
+	struct rc r;
+	uint32_t rkey = mr->rkey, lkey = mr->lkey;
+	uint64_t rdma = (uintptr_t)buf + B_RDMA;
+	struct ibv_sge two[2] = {
+		{ .addr = (uintptr_t)buf + A_SRC, .length = 1000, .lkey = lkey },
+		{ .addr = (uintptr_t)buf + A_SRC + 2000, .length = 500, .lkey = lkey },
+	};
+	uint8_t stack[40];
+	int ret;
+
+	r.acq = make_cq_ex(ALL_WC_FLAGS);
+	r.bcq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	if (!r.acq || !r.bcq)
+		die("UC CQs");
+	r.a = make_qp_ex(IBV_QPT_UC, ibv_cq_ex_to_cq(r.acq), ibv_cq_ex_to_cq(r.acq), UC_OPS, 0, 16);
+	r.b = make_qp_ex(IBV_QPT_UC, r.bcq, r.bcq, IBV_QP_EX_WITH_SEND, 0, 16);
+	CHECK("ibv_create_qp_ex: a UC QP with send_ops_flags SEND, SEND_IMM, RDMA_WRITE, RDMA_WRITE_IMM",
+	      r.a && r.b, "errno %d (%s)", errno, strerror(errno));
+	if (!r.a || !r.b)
+		return;
+	r.ax = ibv_qp_to_qp_ex(r.a);
+	if (!r.ax)
+		die("ibv_qp_to_qp_ex (UC)");
+	connect_rc(r.a, r.b);
+	connect_rc(r.b, r.a);
+	for (int i = 0; i < 8; i++)
+		if (post_recv(r.b, 200 + i, B_RECV + i * 4096, 4096))
+			die("ibv_post_recv (UC)");
+
+	fill(A_SRC, 4096, 11);
+	start(&r, 21, IBV_SEND_SIGNALED);
+	ibv_wr_send(r.ax);
+	ibv_wr_set_sge_list(r.ax, 2, two);
+	ret = ibv_wr_complete(r.ax);
+	CHECK("UC ibv_wr_send + set_sge_list (2 SGEs, 1500 B): wr_complete", ret == 0, "%d", ret);
+	expect_a(&r, "  ...SEND completion", 21, IBV_WC_SEND, UINT32_MAX);
+	expect_b(&r, "  ...B receives 1500 bytes", 200, IBV_WC_RECV, 1500, 0, 0);
+	CHECK("  ...bytes intact, in SGE order",
+	      same(A_SRC, B_RECV, 1000) && same(A_SRC + 2000, B_RECV + 1000, 500), "differ");
+
+	start(&r, 22, IBV_SEND_SIGNALED);
+	ibv_wr_send_imm(r.ax, htonl(0xabcd));
+	ibv_wr_set_sge(r.ax, lkey, (uintptr_t)buf + A_SRC, 10);
+	ret = ibv_wr_complete(r.ax);
+	CHECK("UC ibv_wr_send_imm: wr_complete", ret == 0, "%d", ret);
+	expect_a(&r, "  ...SEND completion", 22, IBV_WC_SEND, UINT32_MAX);
+	expect_b(&r, "  ...B receives 10 bytes with the immediate data", 201, IBV_WC_RECV, 10, 1, 0xabcd);
+
+	fill(A_SRC, 8192, 12);
+	start(&r, 23, IBV_SEND_SIGNALED);
+	ibv_wr_rdma_write(r.ax, rkey, rdma);
+	ibv_wr_set_sge(r.ax, lkey, (uintptr_t)buf + A_SRC, 8192);
+	ret = ibv_wr_complete(r.ax);
+	CHECK("UC ibv_wr_rdma_write (8 KiB): wr_complete", ret == 0, "%d", ret);
+	expect_a(&r, "  ...RDMA_WRITE completion", 23, IBV_WC_RDMA_WRITE, UINT32_MAX);
+
+	for (int i = 0; i < 40; i++)
+		stack[i] = (uint8_t)(0x50 + i);
+	start(&r, 24, IBV_SEND_SIGNALED);
+	ibv_wr_rdma_write_imm(r.ax, rkey, rdma + 8192, htonl(0xbeef));
+	ibv_wr_set_inline_data(r.ax, stack, 40);
+	ret = ibv_wr_complete(r.ax);
+	CHECK("UC ibv_wr_rdma_write_imm + set_inline_data (40 B): wr_complete", ret == 0, "%d", ret);
+	expect_a(&r, "  ...RDMA_WRITE completion", 24, IBV_WC_RDMA_WRITE, UINT32_MAX);
+	expect_b(&r, "  ...B gets RECV_RDMA_WITH_IMM, 40 bytes, the immediate data", 202, IBV_WC_RECV_RDMA_WITH_IMM,
+		 40, 1, 0xbeef);
+	/* The WRITE with immediate came after the plain WRITE: both landed. */
+	{
+		int ok = same(A_SRC, B_RDMA, 8192);
+
+		for (int i = 0; i < 40; i++)
+			ok &= buf[B_RDMA + 8192 + i] == (uint8_t)(0x50 + i);
+		CHECK("  ...both WRITEs' bytes at B's addresses", ok, "differ");
+	}
+
+	{
+		static const struct {
+			const char *name;
+			enum ibv_wr_opcode op;
+		} bad[] = {
+			{ "RDMA_READ", IBV_WR_RDMA_READ },
+			{ "ATOMIC_FETCH_AND_ADD", IBV_WR_ATOMIC_FETCH_AND_ADD },
+			{ "SEND_WITH_INV", IBV_WR_SEND_WITH_INV },
+		};
+		char name[128];
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			struct ibv_sge sge = { .addr = (uintptr_t)buf + A_DST, .length = 8, .lkey = lkey };
+			struct ibv_send_wr wr = { .wr_id = 30 + i, .sg_list = &sge, .num_sge = 1,
+						  .opcode = bad[i].op, .send_flags = IBV_SEND_SIGNALED }, *badwr = NULL;
+
+			wr.wr.rdma.remote_addr = rdma;
+			wr.wr.rdma.rkey = rkey;
+			ret = ibv_post_send(r.a, &wr, &badwr);
+			snprintf(name, sizeof(name), "UC ibv_post_send %s refused with EINVAL", bad[i].name);
+			CHECK(name, ret == EINVAL && badwr == &wr, "%d (%s)", ret, strerror(ret));
+		}
+		{
+			struct ibv_wc wc;
+
+			CHECK("  ...and nothing was posted", poll_ex(r.acq, &wc, 0.3) != 0, "a completion came");
+		}
+	}
+	ibv_destroy_qp(r.a);
+	ibv_destroy_qp(r.b);
+	ibv_destroy_cq(ibv_cq_ex_to_cq(r.acq));
+	ibv_destroy_cq(r.bcq);
+}
+
 /* ---------------------------------------------------------------- UD */
 
 static void ud(void)
@@ -777,24 +902,14 @@ static void ud(void)
 
 int main(int argc, char **argv)
 {
-	struct ibv_device **list;
-	int n;
-
 	if (argc != 3) {
 		fprintf(stderr, "usage: wr_ex DEVICE GID_INDEX\n");
 		return 2;
 	}
 	gid_index = atoi(argv[2]);
-	list = ibv_get_device_list(&n);
-	for (int i = 0; list && i < n; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), argv[1]))
-			ctx = ibv_open_device(list[i]);
-	if (list)
-		ibv_free_device_list(list);
-	if (!ctx) {
-		errno = ENODEV;
+	ctx = tl_open_device(argv[1]);
+	if (!ctx)
 		die(argv[1]);
-	}
 	if (ibv_query_device(ctx, &dattr) || ibv_query_port(ctx, 1, &port) || ibv_query_gid(ctx, 1, gid_index, &gid))
 		die("query");
 	pd = ibv_alloc_pd(ctx);
@@ -810,6 +925,7 @@ int main(int argc, char **argv)
 
 	creation_refusals();
 	rc();
+	uc();
 	ud();
 
 	ibv_dereg_mr(mr);

@@ -5,22 +5,34 @@
 //! once the device lock is dropped ([`Notify`]).
 
 use crate::rdma::object::{Counted, CqRef};
+use crate::rdma::qp::{QpEvent, QpRef};
 use crate::rdma::Counter;
 use crate::driver::ferroce::FerroceDevice;
-use crate::driver::tables::{CqEntry, CqSlot, DevState};
-use crate::transport::verbs::{wc_flags, WcStatus};
+use crate::driver::tables::{CqEntry, CqSlot, DevState, QpEntry};
+use crate::transport::qp::QpState;
+use crate::transport::verbs::{wc_flags, AsyncError, WcStatus};
 
 /// CQs one pass records inline; more go through `CqEntry::event_due`.
 const NOTIFY_CQS: usize = 8;
+
+/// QPs with asynchronous events one pass records inline; more go through
+/// `QpEntry::events_due`.
+const NOTIFY_QPS: usize = 4;
 
 /// CQs whose completion handler must run once the device lock is dropped.
 /// Each is held by a counted reference (`CqRef`) while recorded, so that
 /// `destroy_cq` waits until its handler has returned. A pass that reaches
 /// more armed CQs than it records marks the rest `event_due` and collects
 /// them under the lock again in `run`: no event is lost.
+///
+/// The same for QPs' affiliated asynchronous events: each recorded QP is
+/// held by a counted reference (`QpRef`) with its pending events, and
+/// what finds no room waits in `QpEntry::events_due`.
 pub(crate) struct Notify {
     cqs: [Option<CqRef>; NOTIFY_CQS],
     n: usize,
+    qps: [Option<(QpRef, u8)>; NOTIFY_QPS],
+    nq: usize,
     overflowed: bool,
 }
 
@@ -29,7 +41,29 @@ impl Notify {
         Self {
             cqs: [const { None }; NOTIFY_CQS],
             n: 0,
+            qps: [const { None }; NOTIFY_QPS],
+            nq: 0,
             overflowed: false,
+        }
+    }
+
+    /// Takes QP `e`'s pending events (`events_due`) for delivery. Called
+    /// with the device lock held; with no room they stay pending and `run`
+    /// comes back for them.
+    fn add_qp(&mut self, e: &mut QpEntry) {
+        if e.events_due == 0 {
+            return;
+        }
+        if let Some((_, bits)) = self.qps.iter_mut().take(self.nq).flatten().find(|(q, _)| Counted::same(q, &e.core)) {
+            *bits |= core::mem::take(&mut e.events_due);
+            return;
+        }
+        match self.qps.get_mut(self.nq) {
+            Some(slot) => {
+                *slot = Some((e.core.clone(), core::mem::take(&mut e.events_due)));
+                self.nq += 1;
+            }
+            None => self.overflowed = true,
         }
     }
 
@@ -59,6 +93,12 @@ impl Notify {
                 c.comp_handler();
             }
         }
+        let nq = core::mem::take(&mut self.nq);
+        for (q, bits) in self.qps.iter_mut().take(nq).filter_map(Option::take) {
+            for ev in QpEvent::ALL.into_iter().filter(|ev| call && bits & ev.bit() != 0) {
+                q.event(ev);
+            }
+        }
     }
 
     /// Runs the handlers. Call without the device lock: a kernel ULP's
@@ -80,6 +120,13 @@ impl Notify {
                     }
                     cq.event_due = false;
                     self.add(cq);
+                }
+                for e in st.qps.iter_mut().filter_map(|e| e.as_deref_mut()).filter(|e| e.events_due != 0) {
+                    if self.nq >= NOTIFY_QPS {
+                        self.overflowed = true;
+                        break;
+                    }
+                    self.add_qp(e);
                 }
             }
             self.fire(true);
@@ -141,4 +188,37 @@ pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version
         }
     }
     crate::driver::rings::release(e);
+    raise_events(e);
+    notify.add_qp(e);
+}
+
+/// Notes the affiliated asynchronous events QP `e` has come to (in
+/// `events_due`), each once:
+/// - the responder's error that no completion reports (IBTA 11.6.3.1);
+/// - on an SRQ, in ERR with every receive WQE it took completed: last WQE
+///   reached (IBTA 10.3.1; the kernel's `ib_drain_qp` waits for it);
+/// - in SQD with the send queue drained, when asked for
+///   (`en_sqd_async_notify`).
+fn raise_events(e: &mut QpEntry) {
+    if let Some(err) = e.qp.take_async_error() {
+        let ev = match err {
+            AsyncError::Fatal => QpEvent::Fatal,
+            AsyncError::InvalidRequest => QpEvent::RequestError,
+            AsyncError::AccessViolation => QpEvent::AccessError,
+        };
+        e.events_due |= ev.bit();
+    }
+    let state = e.qp.state();
+    if state != QpState::Err {
+        e.last_wqe_sent = false;
+    } else if e.srq.is_some() && !e.last_wqe_sent && e.qp.recv_queue_len() == 0 {
+        e.last_wqe_sent = true;
+        e.events_due |= QpEvent::LastWqeReached.bit();
+    }
+    if state != QpState::Sqd {
+        e.sq_drained_sent = false;
+    } else if !e.sq_drained_sent && e.qp.is_send_idle() && e.qp.attr().en_sqd_async_notify != 0 {
+        e.sq_drained_sent = true;
+        e.events_due |= QpEvent::SqDrained.bit();
+    }
 }

@@ -52,6 +52,7 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
         QpKind::Ud => (false, QpType::Ud),
         QpKind::Gsi => (true, QpType::Ud),
         QpKind::Rc => (false, QpType::Rc),
+        QpKind::Uc => (false, QpType::Uc),
         QpKind::Other => return Err(eopnotsupp()),
     };
     if init.wants_extensions() {
@@ -59,8 +60,8 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
     }
     let srq = init.srq().map(|s| s.index as usize);
     if srq.is_some() && ty != QpType::Rc {
-        // UD QPs take SRQ receives too in some HCAs; ferroce keeps SRQs to
-        // RC (what ibv_srq_pingpong and rdma_cm servers use).
+        // UD and UC QPs on an SRQ are not offered yet (ferroce keeps SRQs
+        // to RC: what ibv_srq_pingpong, rdma_cm servers and nvmet use).
         return Err(eopnotsupp());
     }
     let mut cap = init.cap();
@@ -148,6 +149,9 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
             srq_spare,
             pd: pd_handle,
             rings,
+            events_due: 0,
+            last_wqe_sent: false,
+            sq_drained_sent: false,
         },
     );
     for i in [scq, rcq] {
@@ -207,7 +211,7 @@ pub(super) fn modify(qp: &Qp<'_, Ferroce>, attr: &QpAttrIn<'_>, udata: &mut Udat
         let mut st = dev.state.lock();
         let st = &mut *st;
         let e = st.qps.get_mut(qpn as usize).and_then(|x| x.as_deref_mut()).ok_or(EINVAL)?;
-        if path.is_some() && e.qp.qp_type() != QpType::Rc {
+        if path.is_some() && e.qp.qp_type() == QpType::Ud {
             return Err(EINVAL);
         }
         let unfinished = if reset { e.qp.unfinished_recv() } else { None };

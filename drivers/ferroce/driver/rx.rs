@@ -97,14 +97,15 @@ pub(super) fn rx_locked(
         return after;
     };
     // A connected QP takes packets only from its peer, to the address its
-    // path names (IBTA: the source of an RC packet must match the QP
+    // path names (IBTA: the source of an RC or UC packet must match the QP
     // context; RoCE carries the GIDs as IP addresses).
-    if e.qp.qp_type() == QpType::Rc && !from_path(e.path.as_ref(), ip, ipv6) {
+    let connected = matches!(e.qp.qp_type(), QpType::Rc | QpType::Uc);
+    if connected && !from_path(e.path.as_ref(), ip, ipv6) {
         dev.count(Counter::RxAddrMismatch);
         return after;
     }
     if let Some(sender) = from {
-        if e.qp.qp_type() != QpType::Rc || e.qp.dest_qp_num() != sender {
+        if !connected || e.qp.dest_qp_num() != sender {
             dev.count(Counter::RxAddrMismatch);
             return after;
         }

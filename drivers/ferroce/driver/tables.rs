@@ -108,6 +108,14 @@ pub(crate) struct QpEntry {
     pub(crate) rings: Option<crate::driver::ring::QpRings>,
     /// Its PD's handle: a UD packet goes out only through an AH of this PD.
     pub(crate) pd: u32,
+    /// Affiliated asynchronous events (`QpEvent::bit`) raised and not yet
+    /// delivered: a `Notify` that had no room left them here.
+    pub(crate) events_due: u8,
+    /// On an SRQ, in ERR: `IB_EVENT_QP_LAST_WQE_REACHED` went out (once
+    /// per entry into ERR).
+    pub(crate) last_wqe_sent: bool,
+    /// In SQD: `IB_EVENT_SQ_DRAINED` went out (once per SQD).
+    pub(crate) sq_drained_sent: bool,
 }
 
 impl QpEntry {

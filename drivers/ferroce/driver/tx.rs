@@ -147,14 +147,14 @@ impl Batch {
 /// delivered at once when they go to this device (`direct_batch`), else
 /// into socket buffers of `b`. Returns how many count against the budget.
 pub(super) fn build(dev: &FerroceDevice, st: &mut DevState, qpn: u32, now: u64, budget: usize, b: &mut Batch, notify: &mut Notify) -> usize {
-    // An RC QP whose path leads back to this device (the same address at
+    // An RC or UC QP whose path leads back to this device (the same address at
     // both ends) hands its packets to the receiving QP right here, under
     // this same hold of the lock: no socket buffer, no IP/UDP header, no
     // queue, no second lock. Its peer answers after the batch. So does a
     // UD QP whose last packet went to this device (each packet's AH
     // decides).
     let local_path = st.qp(qpn).and_then(|e| match e.qp.qp_type() {
-        QpType::Rc => e.path.filter(|p| p.dip == p.sip).map(Some),
+        QpType::Rc | QpType::Uc => e.path.filter(|p| p.dip == p.sip).map(Some),
         QpType::Ud => e.ud_direct.then_some(None),
     });
     if let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
@@ -195,7 +195,7 @@ pub(super) fn build(dev: &FerroceDevice, st: &mut DevState, qpn: u32, now: u64, 
                 e.ud_direct = av.is_some_and(|a| a.dip == a.sip);
                 av
             }
-            QpType::Rc => e.path,
+            QpType::Rc | QpType::Uc => e.path,
         };
         if e.note_request(buf.get(TX_HEADROOM..TX_HEADROOM.saturating_add(t.len))) {
             dev.count(Counter::TxRetransmit);

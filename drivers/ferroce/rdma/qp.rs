@@ -94,12 +94,59 @@ impl Counted<b::ib_qp> {
         }
     }
 
+    /// Delivers the affiliated asynchronous event `ev` to the QP's event
+    /// handler. Call without the driver's lock: a kernel consumer's handler
+    /// may call back into the driver (the core's handler of a process's QP
+    /// queues the event for the process).
+    pub(crate) fn event(&self, ev: QpEvent) {
+        // SAFETY: the QP is alive (the type invariant: a reference is
+        // held); the core set its handler and context before the driver's
+        // create and keeps them while the QP lives.
+        unsafe { b::ferroce_qp_event(self.core(), ev.core()) }
+    }
+
     /// Queues the work item (on a CPU other than this one, on the module's
     /// workqueue).
     pub(crate) fn queue_work(&self) {
         // SAFETY: initialised before the driver's create; cancelled in the
         // layer's destroy before the QP is freed.
         unsafe { b::ferroce_qp_work_queue(self.work()) }
+    }
+}
+
+/// The affiliated asynchronous events a QP raises (IBTA 11.6.3).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum QpEvent {
+    /// Local work queue catastrophic error.
+    Fatal,
+    /// Invalid request local work queue error.
+    RequestError,
+    /// Local access violation work queue error.
+    AccessError,
+    /// A QP on an SRQ is in ERR and will take no more WQEs from it.
+    LastWqeReached,
+    /// The send queue drained in SQD (asked for with `en_sqd_async_notify`).
+    SqDrained,
+}
+
+impl QpEvent {
+    /// Every event, in the order of [`QpEvent::bit`].
+    pub(crate) const ALL: [QpEvent; 5] =
+        [Self::Fatal, Self::RequestError, Self::AccessError, Self::LastWqeReached, Self::SqDrained];
+
+    /// Its bit in a set of pending events.
+    pub(crate) fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+
+    fn core(self) -> b::ib_event_type {
+        match self {
+            Self::Fatal => b::ib_event_type_IB_EVENT_QP_FATAL,
+            Self::RequestError => b::ib_event_type_IB_EVENT_QP_REQ_ERR,
+            Self::AccessError => b::ib_event_type_IB_EVENT_QP_ACCESS_ERR,
+            Self::LastWqeReached => b::ib_event_type_IB_EVENT_QP_LAST_WQE_REACHED,
+            Self::SqDrained => b::ib_event_type_IB_EVENT_SQ_DRAINED,
+        }
     }
 }
 
@@ -190,10 +237,11 @@ impl<T: Driver, D> Live<'_, b::ib_qp, T, D> {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum QpKind {
     Rc,
+    Uc,
     Ud,
     /// The GSI QP (QP1), a UD QP of the RDMA core's CM.
     Gsi,
-    /// Another kind (UC, XRC, raw packet, driver-specific).
+    /// Another kind (XRC, raw packet, driver-specific).
     Other,
 }
 
@@ -243,6 +291,7 @@ impl<'a, T: Driver> QpInit<'a, T> {
     pub(crate) fn kind(&self) -> QpKind {
         match self.raw.qp_type {
             b::ib_qp_type_IB_QPT_RC => QpKind::Rc,
+            b::ib_qp_type_IB_QPT_UC => QpKind::Uc,
             b::ib_qp_type_IB_QPT_UD => QpKind::Ud,
             b::ib_qp_type_IB_QPT_GSI => QpKind::Gsi,
             _ => QpKind::Other,

@@ -22,7 +22,7 @@ use super::rc::completer::CompState;
 use super::rc::requester::ReqState;
 use super::rc::responder::RespState;
 use super::ring::{Ring, Storage};
-use super::verbs::{send_flags, Cqe, RecvWqe, SendWqe, WcOpcode, WcStatus, WrOpcode, GRH_LEN, MAX_INLINE, MAX_SGE};
+use super::verbs::{send_flags, AsyncError, Cqe, RecvWqe, SendWqe, WcOpcode, WcStatus, WrOpcode, GRH_LEN, MAX_INLINE, MAX_SGE};
 use super::wire::Psn;
 
 /// A send queue slot: the work request and its progress.
@@ -152,6 +152,8 @@ pub struct Qp<S, R> {
     pub(super) req: ReqState,
     pub(super) comp: CompState,
     pub(super) resp: RespState,
+    /// An affiliated asynchronous error not yet taken by the glue.
+    pub(super) async_error: Option<AsyncError>,
 }
 
 impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
@@ -174,6 +176,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             req: ReqState::default(),
             comp: CompState::default(),
             resp: RespState::default(),
+            async_error: None,
         }
     }
 
@@ -185,6 +188,12 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// The transport service.
     pub fn qp_type(&self) -> QpType {
         self.ty
+    }
+
+    /// The affiliated asynchronous error the QP raised (the responder's
+    /// fatal error with no receive WQE to report it), once.
+    pub fn take_async_error(&mut self) -> Option<AsyncError> {
+        self.async_error.take()
     }
 
     /// Current state (changes by Modify QP and by errors).
@@ -305,6 +314,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         self.req = ReqState::default();
         self.comp = CompState::default();
         self.resp = RespState::default();
+        self.async_error = None;
     }
 
     /// Enters ERR: every outstanding work request completes with
@@ -398,7 +408,14 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         {
             return Err(Error::Invalid);
         }
-        if self.ty == QpType::Ud && !matches!(wqe.opcode, WrOpcode::Send | WrOpcode::SendWithImm) {
+        let allowed = match self.ty {
+            QpType::Ud => matches!(wqe.opcode, WrOpcode::Send | WrOpcode::SendWithImm),
+            // UC: no READs, atomics or SEND with invalidate (IBTA table 38
+            // has no UC opcode for them).
+            QpType::Uc => !wqe.opcode.is_read_or_atomic() && wqe.opcode != WrOpcode::SendWithInv,
+            QpType::Rc => true,
+        };
+        if !allowed {
             return Err(Error::Invalid);
         }
         let flushed = matches!(self.state, QpState::Err | QpState::Sqe);
@@ -553,6 +570,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         }
         match self.ty {
             QpType::Ud => self.ud_receive(mem, &rx, &net),
+            QpType::Uc => self.uc_respond(mem, &rx),
             QpType::Rc => {
                 if rx.info.is_response() {
                     self.complete_response(now, mem, &rx)
@@ -570,6 +588,12 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     pub fn may_transmit(&self, now: u64) -> bool {
         match self.ty {
             QpType::Ud => self.state == QpState::Rts && self.sq_at(self.req.req_seq).is_some_and(|s| s.status.is_none()),
+            QpType::Uc => {
+                let seq = self.req.req_seq;
+                // A message started goes on in SQD; a new one starts in RTS.
+                (seq < self.req.sent_seq && matches!(self.state, QpState::Rts | QpState::Sqd))
+                    || (self.state == QpState::Rts && self.sq_at(seq).is_some_and(|s| s.status.is_none()))
+            }
             QpType::Rc => {
                 if self.resp.final_nak.is_some() || (self.state.receives() && !self.resp.jobs.is_empty()) {
                     return true;
@@ -598,6 +622,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     pub fn poll_transmit<M: Memory>(&mut self, now: u64, mem: &mut M, buf: &mut [u8]) -> Option<Transmit> {
         match self.ty {
             QpType::Ud => self.ud_transmit(mem, buf),
+            QpType::Uc => self.req_transmit(now, mem, buf),
             QpType::Rc => {
                 if let Some(t) = self.resp_transmit(mem, buf) {
                     return Some(t);

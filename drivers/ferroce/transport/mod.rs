@@ -1,4 +1,4 @@
-//! The ferroce transport engine: IBTA UD and RC over RoCEv2, sans-IO.
+//! The ferroce transport engine: IBTA UD, UC and RC over RoCEv2, sans-IO.
 //!
 //! Pure state machines over bytes, time and an abstract memory. No I/O, no
 //! locks, no allocation, no clock reads, no kernel types: the caller (the
@@ -36,6 +36,7 @@ pub mod ring;
 pub mod sg;
 pub mod shared_ring;
 pub mod table;
+pub mod uc;
 pub mod ud;
 pub mod verbs;
 

@@ -73,6 +73,9 @@ impl QpState {
 pub enum QpType {
     /// Reliable Connected.
     Rc = 2,
+    /// Unreliable Connected: RC's messages without ACKs, retries, READs or
+    /// atomics; a lost packet loses its message.
+    Uc = 3,
     /// Unreliable Datagram.
     Ud = 4,
 }
@@ -142,6 +145,7 @@ pub fn transition(ty: QpType, cur: QpState, next: QpState) -> Option<Transition>
     use mask::*;
     use QpState::*;
     let ud = ty == QpType::Ud;
+    let uc = ty == QpType::Uc;
     // Every state may go to RESET and to ERR with nothing else in the mask.
     if matches!(next, Reset | Err) {
         return t(0, 0);
@@ -164,6 +168,8 @@ pub fn transition(ty: QpType, cur: QpState, next: QpState) -> Option<Transition>
         (Init, Rtr) => {
             if ud {
                 t(0, PKEY_INDEX | QKEY)
+            } else if uc {
+                t(AV | PATH_MTU | DEST_QPN | RQ_PSN, ALT_PATH | ACCESS_FLAGS | PKEY_INDEX)
             } else {
                 t(
                     AV | PATH_MTU | DEST_QPN | RQ_PSN | MAX_DEST_RD_ATOMIC | MIN_RNR_TIMER,
@@ -174,6 +180,8 @@ pub fn transition(ty: QpType, cur: QpState, next: QpState) -> Option<Transition>
         (Rtr, Rts) => {
             if ud {
                 t(SQ_PSN, CUR_STATE | QKEY)
+            } else if uc {
+                t(SQ_PSN, CUR_STATE | ALT_PATH | ACCESS_FLAGS | PATH_MIG_STATE)
             } else {
                 t(
                     TIMEOUT | RETRY_CNT | RNR_RETRY | SQ_PSN | MAX_QP_RD_ATOMIC,
@@ -184,6 +192,8 @@ pub fn transition(ty: QpType, cur: QpState, next: QpState) -> Option<Transition>
         (Rts, Rts) | (Sqd, Rts) => {
             if ud {
                 t(0, CUR_STATE | QKEY)
+            } else if uc {
+                t(0, CUR_STATE | ACCESS_FLAGS | ALT_PATH | PATH_MIG_STATE)
             } else {
                 t(0, CUR_STATE | ACCESS_FLAGS | ALT_PATH | PATH_MIG_STATE | MIN_RNR_TIMER)
             }
@@ -192,6 +202,8 @@ pub fn transition(ty: QpType, cur: QpState, next: QpState) -> Option<Transition>
         (Sqd, Sqd) => {
             if ud {
                 t(0, PKEY_INDEX | QKEY)
+            } else if uc {
+                t(0, AV | ALT_PATH | ACCESS_FLAGS | PKEY_INDEX | PATH_MIG_STATE)
             } else {
                 t(
                     0,
@@ -212,6 +224,8 @@ pub fn transition(ty: QpType, cur: QpState, next: QpState) -> Option<Transition>
         (Sqe, Rts) => {
             if ud {
                 t(0, CUR_STATE | QKEY)
+            } else if uc {
+                t(0, CUR_STATE | ACCESS_FLAGS)
             } else {
                 // The RDMA core lists SQE -> RTS for every type; an RC QP
                 // never enters SQE (IBTA: RC errors go straight to ERR).
@@ -365,15 +379,17 @@ mod tests {
     const RC_INIT: u32 = PKEY_INDEX | PORT | ACCESS_FLAGS;
     const RC_RTR: u32 = AV | PATH_MTU | DEST_QPN | RQ_PSN | MAX_DEST_RD_ATOMIC | MIN_RNR_TIMER;
     const RC_RTS: u32 = TIMEOUT | RETRY_CNT | RNR_RETRY | SQ_PSN | MAX_QP_RD_ATOMIC;
+    const UC_RTR: u32 = AV | PATH_MTU | DEST_QPN | RQ_PSN;
+    const TYPES: [QpType; 3] = [QpType::Ud, QpType::Uc, QpType::Rc];
 
     /// Every legal transition with exactly its required attributes.
     fn legal(ty: QpType) -> [(QpState, QpState, u32); 11] {
-        let ud = ty == QpType::Ud;
+        let (ud, uc) = (ty == QpType::Ud, ty == QpType::Uc);
         [
             (Reset, Init, if ud { UD_INIT } else { RC_INIT }),
             (Init, Init, 0),
-            (Init, Rtr, if ud { 0 } else { RC_RTR }),
-            (Rtr, Rts, if ud { SQ_PSN } else { RC_RTS }),
+            (Init, Rtr, if ud { 0 } else if uc { UC_RTR } else { RC_RTR }),
+            (Rtr, Rts, if ud || uc { SQ_PSN } else { RC_RTS }),
             (Rts, Rts, 0),
             (Rts, Sqd, 0),
             (Sqd, Rts, 0),
@@ -386,7 +402,7 @@ mod tests {
 
     #[test]
     fn state_every_legal_transition_with_required_attributes() {
-        for ty in [QpType::Ud, QpType::Rc] {
+        for ty in TYPES {
             for (cur, next, req) in legal(ty) {
                 assert_eq!(modify_is_ok(ty, cur, next, STATE | req), Ok(()), "{ty:?} {cur:?}->{next:?}");
             }
@@ -417,7 +433,7 @@ mod tests {
             (Err, Init),
             (Err, Rts),
         ];
-        for ty in [QpType::Ud, QpType::Rc] {
+        for ty in TYPES {
             for (cur, next) in illegal {
                 let everything = 0x1f_ffff;
                 assert_eq!(modify_is_ok(ty, cur, next, everything), EINVAL);
@@ -428,7 +444,7 @@ mod tests {
 
     #[test]
     fn state_missing_required_attribute_is_einval() {
-        for ty in [QpType::Ud, QpType::Rc] {
+        for ty in TYPES {
             for (cur, next, req) in legal(ty) {
                 let mut bits = req;
                 while bits != 0 {
@@ -461,6 +477,14 @@ mod tests {
         assert_eq!(modify_is_ok(QpType::Ud, Rts, Rts, QKEY | CUR_STATE), Ok(()));
         assert_eq!(modify_is_ok(QpType::Rc, Sqd, Sqd, STATE | TIMEOUT | MAX_DEST_RD_ATOMIC), Ok(()));
         assert_eq!(modify_is_ok(QpType::Rc, Rts, Sqd, STATE | EN_SQD_ASYNC_NOTIFY), Ok(()));
+        // UC has no ACK timer, retries, RNR or READ/atomic resources.
+        assert_eq!(modify_is_ok(QpType::Uc, Init, Rtr, STATE | UC_RTR | MAX_DEST_RD_ATOMIC), EINVAL);
+        assert_eq!(modify_is_ok(QpType::Uc, Init, Rtr, STATE | UC_RTR | MIN_RNR_TIMER), EINVAL);
+        assert_eq!(modify_is_ok(QpType::Uc, Rtr, Rts, STATE | SQ_PSN | TIMEOUT), EINVAL);
+        assert_eq!(modify_is_ok(QpType::Uc, Rtr, Rts, STATE | SQ_PSN | RETRY_CNT), EINVAL);
+        assert_eq!(modify_is_ok(QpType::Uc, Reset, Init, STATE | RC_INIT | QKEY), EINVAL);
+        assert_eq!(modify_is_ok(QpType::Uc, Init, Rtr, STATE | UC_RTR | ACCESS_FLAGS), Ok(()));
+        assert_eq!(modify_is_ok(QpType::Uc, Sqe, Rts, STATE | ACCESS_FLAGS), Ok(()));
         // CUR_STATE only from RTR, RTS, SQD, SQE.
         assert_eq!(modify_is_ok(QpType::Ud, Init, Init, CUR_STATE), EINVAL);
     }

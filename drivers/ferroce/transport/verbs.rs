@@ -15,6 +15,19 @@ pub const MAX_INLINE: usize = 64;
 /// first receive buffer of a UD QP.
 pub const GRH_LEN: usize = 40;
 
+/// An affiliated asynchronous error the responder raises on its QP when
+/// no completion can report it (IBTA 11.6.3.1: the error was not
+/// associated with a receive WQE).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AsyncError {
+    /// Local work queue catastrophic error (`IB_EVENT_QP_FATAL`).
+    Fatal,
+    /// Invalid request local work queue error (`IB_EVENT_QP_REQ_ERR`).
+    InvalidRequest,
+    /// Local access violation work queue error (`IB_EVENT_QP_ACCESS_ERR`).
+    AccessViolation,
+}
+
 /// `enum ibv_wc_status`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[repr(u32)]

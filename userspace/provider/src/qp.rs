@@ -136,6 +136,8 @@ pub(crate) struct FerroceQp {
     /// Created with an SRQ: receive work requests are posted there.
     has_srq: bool,
     pub(crate) is_ud: bool,
+    /// UC: SEND and RDMA WRITE only.
+    is_uc: bool,
     /// UD: the longest message (`ferroce_create_qp_resp.ud_max_msg`).
     ud_max_msg: u32,
     /// The rings, each under its lock; initialised in place by `create`
@@ -267,6 +269,7 @@ unsafe fn create(pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> *mut ibv_qp {
     q.max_recv_sge = attr.cap.max_recv_sge.min(FERROCE_RING_MAX_SGE);
     q.has_srq = !attr.srq.is_null();
     q.is_ud = attr.qp_type == IBV_QPT_UD;
+    q.is_uc = attr.qp_type == IBV_QPT_UC;
     q.ud_max_msg = d.ud_max_msg;
     ibqp
 }
@@ -466,16 +469,15 @@ pub(crate) unsafe fn post_recv_ring(
     0
 }
 
-/// The send opcodes a QP of each type takes.
-fn opcode_ok(is_ud: bool, opcode: u32) -> bool {
+/// The send opcodes a QP of each type takes: UD only SENDs, UC SENDs and
+/// RDMA WRITEs (no UC opcode carries an invalidate, a READ or an atomic).
+fn opcode_ok(q: &FerroceQp, opcode: u32) -> bool {
     match opcode {
         IBV_WR_SEND | IBV_WR_SEND_WITH_IMM => true,
-        IBV_WR_SEND_WITH_INV
-        | IBV_WR_RDMA_WRITE
-        | IBV_WR_RDMA_WRITE_WITH_IMM
-        | IBV_WR_RDMA_READ
-        | IBV_WR_ATOMIC_CMP_AND_SWP
-        | IBV_WR_ATOMIC_FETCH_AND_ADD => !is_ud,
+        IBV_WR_RDMA_WRITE | IBV_WR_RDMA_WRITE_WITH_IMM => !q.is_ud,
+        IBV_WR_SEND_WITH_INV | IBV_WR_RDMA_READ | IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD => {
+            !q.is_ud && !q.is_uc
+        }
         _ => false,
     }
 }
@@ -540,7 +542,7 @@ pub(crate) unsafe fn put_data(wqe: &mut ferroce_sq_wqe, list: &[ibv_sge]) -> Res
 /// the gather list within the QP's limit, inline data only on SEND and
 /// WRITE and within a slot, a UD message within the path MTU.
 pub(crate) fn check_wqe(q: &FerroceQp, w: &ferroce_sq_wqe) -> Result<(), c_int> {
-    if !opcode_ok(q.is_ud, w.opcode) {
+    if !opcode_ok(q, w.opcode) {
         return Err(EINVAL);
     }
     let total = if w.send_flags & IBV_SEND_INLINE != 0 {
@@ -578,7 +580,7 @@ pub(crate) fn check_wqe(q: &FerroceQp, w: &ferroce_sq_wqe) -> Result<(), c_int> 
 /// readable).
 unsafe fn send_wqe(qp: *mut ibv_qp, q: &FerroceQp, w: &ibv_send_wr) -> Result<ferroce_sq_wqe, c_int> {
     // First: the opcode says which member of the request's union is used.
-    if !opcode_ok(q.is_ud, w.opcode) {
+    if !opcode_ok(q, w.opcode) {
         return Err(EINVAL);
     }
     // SAFETY: the caller's valid request.

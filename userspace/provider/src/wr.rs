@@ -40,12 +40,17 @@ const RC_OPS: u64 = (IBV_QP_EX_WITH_SEND
     | IBV_QP_EX_WITH_RDMA_READ
     | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
     | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) as u64;
+const UC_OPS: u64 = (IBV_QP_EX_WITH_SEND
+    | IBV_QP_EX_WITH_SEND_WITH_IMM
+    | IBV_QP_EX_WITH_RDMA_WRITE
+    | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM) as u64;
 const UD_OPS: u64 = (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM) as u64;
 
 /// Whether a QP of `qp_type` can offer every operation in `flags`.
 pub(crate) fn send_ops_ok(qp_type: u32, flags: u64) -> bool {
     let ops = match qp_type {
         IBV_QPT_RC => RC_OPS,
+        IBV_QPT_UC => UC_OPS,
         IBV_QPT_UD => UD_OPS,
         _ => return false,
     };

@@ -8,7 +8,7 @@
 use super::super::engine::{Qp, RecvSlot, SendSlot, Transmit};
 use super::super::memory::Memory;
 use super::super::wire::packet::{self, Headers};
-use super::super::qp::QpState;
+use super::super::qp::{QpState, QpType};
 use super::super::ring::Storage;
 use super::super::sg::{self, SgError};
 use super::super::verbs::{send_flags, WcStatus, WrOpcode};
@@ -66,7 +66,8 @@ pub fn packets(len: u32, pmtu: u32) -> u32 {
 impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// Whether the window of unacknowledged PSNs has room.
     pub(crate) fn window_open(&self) -> bool {
-        self.comp.una.distance_to(self.req.next_psn) < self.cwnd()
+        // UC has no acknowledgements, so no window.
+        self.ty == QpType::Uc || self.comp.una.distance_to(self.req.next_psn) < self.cwnd()
     }
 
     /// Whether the WQE may start now: fences wait for earlier READs and
@@ -173,8 +174,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 }
                 if slot.wqe.opcode.is_local() {
                     if let Err(st) = self.run_local(mem, seq) {
-                        self.complete_send(seq, st, 0);
-                        self.enter_error();
+                        self.req_error(seq, st);
                         return None;
                     }
                     continue;
@@ -183,10 +183,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                     return None;
                 }
                 if let Err(st) = self.start_wqe(mem, seq) {
-                    // Class B requester error: the WQE completes in error, the
-                    // QP enters ERR and the rest is flushed.
-                    self.complete_send(seq, st, 0);
-                    self.enter_error();
+                    self.req_error(seq, st);
                     return None;
                 }
             } else if self.sq_at(seq)?.wqe.opcode.is_local() {
@@ -201,15 +198,33 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             let len = match self.build_request(mem, &slot, buf) {
                 Ok(len) => len,
                 Err(st) => {
-                    self.complete_send(seq, st, 0);
-                    self.enter_error();
+                    self.req_error(seq, st);
                     return None;
                 }
             };
-            if self.comp.ack_deadline.is_none() {
+            if self.ty == QpType::Uc {
+                // Nothing comes back: the WQE completes when its last
+                // packet leaves.
+                if self.req.req_seq > seq {
+                    self.complete_send(seq, WcStatus::Success, 0);
+                    self.skip_completed();
+                }
+            } else if self.comp.ack_deadline.is_none() {
                 self.comp.ack_deadline = ack_timeout_ns(self.attr.timeout).map(|t| now.saturating_add(t));
             }
             return Some(Transmit { len, ah: self.attr.ah, dest_qpn: self.attr.dest_qp_num });
+        }
+    }
+
+    /// Class B requester error: the WQE `seq` completes with `status` and
+    /// the rest of the send queue is flushed; an RC QP enters ERR, a UC QP
+    /// SQE (its receive side keeps working, IBTA 10.3.1).
+    fn req_error(&mut self, seq: u64, status: WcStatus) {
+        self.complete_send(seq, status, 0);
+        if self.ty == QpType::Uc {
+            self.enter_sq_error();
+        } else {
+            self.enter_error();
         }
     }
 
@@ -280,6 +295,9 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let end = off.saturating_add(plen);
         let last = end >= slot.len;
         h.bth.opcode = send_write_opcode(op, first, last);
+        if self.ty == QpType::Uc {
+            h.bth.opcode = h.bth.opcode.uc();
+        }
         let is_write = matches!(op, WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm);
         if first && is_write {
             h.reth = Some(RethRepr { va: wqe.remote_addr, r_key: wqe.rkey, dma_len: slot.len });
@@ -300,7 +318,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         // for the ACK timeout.
         let cwnd = self.cwnd();
         let fills = self.comp.una.distance_to(psn.next()) >= cwnd;
-        h.bth.ack_req = last || fills || since >= ACK_REQ_EVERY.min((cwnd / 2).max(1));
+        h.bth.ack_req = self.ty == QpType::Rc && (last || fills || since >= ACK_REQ_EVERY.min((cwnd / 2).max(1)));
         let plen_us = plen as usize;
         let hlen = packet::emit_headers(&h, plen_us, buf).map_err(|_| fail)?;
         let pend = hlen.checked_add(plen_us).ok_or(fail)?;

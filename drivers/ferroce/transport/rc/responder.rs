@@ -14,9 +14,11 @@ use super::super::wire::packet::{self, Headers, TransportPacket};
 use super::super::qp::MAX_RD_ATOMIC;
 use super::super::ring::{Ring, Storage};
 use super::super::sg::{self, SgError};
-use super::super::verbs::{access, wc_flags, Cqe, WcOpcode, WcStatus};
+use super::super::verbs::{access, wc_flags, AsyncError, Cqe, WcOpcode, WcStatus};
 use super::super::wire::aeth::CREDITS_UNLIMITED;
 use super::super::wire::{AethRepr, AethSyndrome, AtomicAckEthRepr, NakCode, Opcode, Operation, Position, Psn, Transport};
+use super::super::qp::QpType;
+use super::super::uc::UcError;
 use super::requester::packets;
 
 /// Response queue depth: every resource can have a job, with an ACK or NAK
@@ -178,11 +180,20 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     }
 
     /// A fatal error: the NAK goes out, the receive WQE in use (if any)
-    /// completes with its error, the QP enters ERR and flushes.
+    /// completes with its error (else the QP raises an affiliated
+    /// asynchronous error), the QP enters ERR and flushes.
     fn fatal(&mut self, psn: Psn, f: Fatal) -> RxOutcome {
         if let Some((seq, status)) = f.rqe {
             let opcode = WcOpcode::Recv;
             complete_recv(self, seq, Cqe { status, opcode, ..Cqe::default() });
+        } else {
+            // No completion reports it: an affiliated asynchronous error
+            // does (IBTA 11.6.3.1, table 85).
+            self.async_error = Some(match f.nak {
+                NakCode::InvalidRequest => AsyncError::InvalidRequest,
+                NakCode::RemoteAccessError => AsyncError::AccessViolation,
+                _ => AsyncError::Fatal,
+            });
         }
         self.resp.final_nak = Some((psn, AethSyndrome::Nak(f.nak)));
         self.resp.jobs.clear();
@@ -211,6 +222,17 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         match self.in_order(mem, rx) {
             Step::Done(o) => o,
             Step::Fatal(f) => self.fatal(psn, f),
+        }
+    }
+
+    /// The UC responder's use of the in-order path: what would be NAKed on
+    /// RC drops the message, except a receive WQE that cannot be used
+    /// (class A), which completes in error.
+    pub(crate) fn uc_in_order<M: Memory>(&mut self, mem: &mut M, rx: &TransportPacket<'_>) -> Result<RxOutcome, UcError> {
+        match self.in_order(mem, rx) {
+            Step::Done(o) => Ok(o),
+            Step::Fatal(Fatal { rqe: Some((seq, status @ WcStatus::LocProtErr)), .. }) => Err(UcError::Fatal { seq, status }),
+            Step::Fatal(_) => Err(UcError::DropMessage),
         }
     }
 
@@ -258,13 +280,18 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// asked for.
     fn accept(&mut self, rx: &TransportPacket<'_>) -> Step {
         self.resp.epsn = rx.headers.bth.psn.next();
-        if rx.headers.bth.ack_req {
+        if rx.headers.bth.ack_req && self.ty == QpType::Rc {
             self.push_ack(rx.headers.bth.psn);
         }
         Step::Done(RxOutcome::Accepted)
     }
 
     fn rnr(&mut self, psn: Psn) -> Step {
+        if self.ty == QpType::Uc {
+            // Class D: no receive WQE drops a UC message, with no NAK.
+            self.uc_drop_message();
+            return Step::Done(RxOutcome::Dropped);
+        }
         let timer = self.attr.min_rnr_timer;
         Step::Done(self.push_retry_nak(psn, AethSyndrome::RnrNak { timer }))
     }

@@ -1,20 +1,23 @@
 //! Deterministic fuzz-style test of a QP's receive path on stable Rust.
 //!
-//! Builds UD and RC QPs in every state (RESET, INIT, RTR, RTS, SQD, SQE for
-//! UD, ERR) with memory registered, receives posted and sends outstanding,
-//! then feeds them random bytes and mutated valid packets of every opcode
-//! (random and nearby PSNs, QPNs, P_Keys, Q_Keys, R_Keys, addresses and
-//! lengths), whole multi-packet messages and responses to what the QP sent,
-//! interleaved with `poll_transmit`, `on_timer` and the completion queues.
+//! Builds UD, UC and RC QPs in every state (RESET, INIT, RTR, RTS, SQD, SQE
+//! for UD and UC, ERR) with memory registered, receives posted and sends
+//! outstanding, then feeds them random bytes and mutated valid packets of
+//! every opcode (random and nearby PSNs, QPNs, P_Keys, Q_Keys, R_Keys,
+//! addresses and lengths), whole multi-packet messages (on UC also started
+//! at a random PSN) and responses to what the QP sent, interleaved with
+//! `poll_transmit`, `on_timer` and the completion queues. The step budget is
+//! shared by the three types, one episode of each (type, state) in turn.
 //!
 //! Properties checked after every step:
 //! - nothing panics, and `poll_transmit` stops;
 //! - every byte the engine writes lands in a registered region of the QP's
 //!   PD whose access flags allow it; a local write lands inside a scatter
 //!   entry of an outstanding receive WQE or of an outstanding READ/atomic
-//!   send WQE; a remote write or atomic happens only on RC with the QP's
-//!   access flags allowing it; a QP in RESET, INIT or ERR ignores every
-//!   packet and writes nothing;
+//!   send WQE; a remote write happens only on RC or UC and an atomic only
+//!   on RC, with the QP's access flags allowing it; only RC reads memory or
+//!   invalidates through an R_Key; a QP in RESET, INIT or ERR ignores
+//!   every packet and writes nothing;
 //! - completions come back in posting order, each work request once, never
 //!   more than were posted; queue lengths agree with what was posted and
 //!   polled; a receive completion never claims more bytes than its buffers;
@@ -22,7 +25,16 @@
 //!   goes to the right QPN; in RESET and INIT nothing is sent, in ERR at
 //!   most the final NAK;
 //! - after `on_timer(now)` no deadline is left at or before `now`;
-//! - an RC QP never enters SQE.
+//! - an RC QP never enters SQE;
+//! - UC: `post_send` refuses READ, atomics and SEND with invalidate; the QP
+//!   transmits only UC SEND and RDMA WRITE packets (never an ACK, NAK or
+//!   response: the responder is silent), without AckReq, at consecutive
+//!   PSNs from the SQ PSN, FIRST/MIDDLE/LAST in order, only in RTS and in
+//!   SQD only the rest of a message already started; a send WQE completes
+//!   successfully exactly when its last packet has left; no deadline is
+//!   ever armed; receiving never NAKs and never enters SQE; receive
+//!   completions are RECV or RECV_RDMA_WITH_IMM, in error only with a
+//!   local protection error or a flush.
 //!
 //! The default run takes a few seconds in release; FERROCE_FUZZ_ITERS sets
 //! the number of steps for long runs (`make fuzz`), FERROCE_FUZZ_SEED the
@@ -65,9 +77,11 @@ impl Rng {
     fn bool(&mut self) -> bool {
         self.next() & 1 != 0
     }
+    /// Eight bytes a draw: payloads are most of the harness's own work.
     fn fill(&mut self, buf: &mut [u8]) {
-        for b in buf {
-            *b = self.next() as u8;
+        for chunk in buf.chunks_mut(8) {
+            let n = chunk.len();
+            chunk.copy_from_slice(&self.next().to_le_bytes()[..n]);
         }
     }
     fn pick<T: Copy>(&mut self, from: &[T]) -> T {
@@ -113,6 +127,10 @@ struct FuzzMemory {
     local_ok: Vec<(u32, u64, u64)>,
     remote_write_ok: bool,
     remote_atomic_ok: bool,
+    /// Whether the QP may read through an R_Key (READ responses) or
+    /// invalidate one (SEND with invalidate): RC only.
+    remote_read_ok: bool,
+    invalidate_ok: bool,
     /// Whether the engine may write at all now.
     frozen: bool,
     writes: u64,
@@ -144,6 +162,8 @@ impl FuzzMemory {
             local_ok: Vec::new(),
             remote_write_ok: false,
             remote_atomic_ok: false,
+            remote_read_ok: false,
+            invalidate_ok: false,
             frozen: false,
             writes: 0,
             bytes_written: 0,
@@ -193,6 +213,9 @@ impl FuzzMemory {
 
 impl Memory for FuzzMemory {
     fn read(&mut self, pd: u32, key: Key, va: u64, dst: &mut [u8]) -> Result<(), MemError> {
+        if let Key::Remote(k) = key {
+            assert!(self.remote_read_ok, "read through R_Key {k:#x} on a QP with no READ responder");
+        }
         let r = self.inner.read(pd, key, va, dst);
         self.note(r)
     }
@@ -206,6 +229,9 @@ impl Memory for FuzzMemory {
     }
 
     fn check(&mut self, pd: u32, key: Key, va: u64, len: u64, write: bool) -> Result<(), MemError> {
+        if let Key::Remote(k) = key {
+            assert!(write || self.remote_read_ok, "READ check of R_Key {k:#x} on a QP with no READ responder");
+        }
         let r = self.inner.check(pd, key, va, len, write);
         self.note(r)
     }
@@ -228,6 +254,7 @@ impl Memory for FuzzMemory {
 
     fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
         assert!(!self.frozen, "invalidate while the QP must not act");
+        assert!(self.invalidate_ok, "invalidate on a QP type without SEND with invalidate");
         // Keep the regions the harness relies on; others may go.
         if matches!(rkey, RECV | SRC | RESULT) {
             return Err(MemError::InvalidKey);
@@ -256,6 +283,12 @@ struct Stats {
     recv_cqes: u64,
     timers: u64,
     episodes: u64,
+    /// UC: packets accepted, packets sent, receive completions, times the
+    /// send side entered SQE on its own.
+    uc_accepted: u64,
+    uc_tx: u64,
+    uc_recv_cqes: u64,
+    uc_sqe: u64,
 }
 
 const UD_QKEY: u32 = 0x1234_5678;
@@ -279,6 +312,73 @@ struct Case {
     next_wr: u64,
     now: u64,
     buf: Vec<u8>,
+    uc: UcTx,
+}
+
+/// What a UC requester has sent.
+#[derive(Default)]
+struct UcTx {
+    /// The PSN of the next packet (consecutive from the SQ PSN: nothing is
+    /// ever sent twice).
+    psn: Psn,
+    /// The message whose FIRST went out and LAST not yet: its operation,
+    /// bytes sent so far and RETH length.
+    msg: Option<(Operation, u32, Option<u32>)>,
+    /// Messages whose last packet left, and successful send completions
+    /// polled.
+    done: u64,
+    ok: u64,
+}
+
+impl UcTx {
+    /// A packet the QP sent in `state`: a UC request, nothing else (no
+    /// ACK, NAK or response: the responder is silent), at the next PSN and
+    /// in its place in the message.
+    fn check(&mut self, state: QpState, p: &packet::TransportPacket<'_>, pmtu: u32) {
+        let h = &p.headers;
+        let op = h.bth.opcode;
+        assert!(
+            (0x20..=0x2b).contains(&op.0) && p.info.transport == Transport::Uc && p.info.is_request(),
+            "UC sent opcode {:#x}: {h:?}",
+            op.0
+        );
+        assert!(
+            matches!(p.info.operation, Operation::Send | Operation::RdmaWrite),
+            "UC sent {:?}",
+            p.info.operation
+        );
+        assert!(
+            matches!(state, QpState::Rts | QpState::Sqd),
+            "UC sent in {state:?}: {h:?}"
+        );
+        assert!(!h.bth.ack_req, "UC asked for an ACK");
+        assert_eq!(h.bth.psn, self.psn, "UC PSNs go up by one, nothing is sent twice");
+        self.psn = h.bth.psn.next();
+        let plen = p.payload.len() as u32;
+        let starts = matches!(p.info.position, Position::First | Position::Only);
+        let sent = if starts {
+            assert_eq!(self.msg, None, "UC started a message inside another: {h:?}");
+            assert_eq!(state, QpState::Rts, "UC started a message in {state:?}");
+            plen
+        } else {
+            let Some((o, sent, _)) = self.msg else {
+                panic!("UC sent {op:?} with no message in progress")
+            };
+            assert_eq!(o, p.info.operation, "UC changed operation inside a message");
+            sent + plen
+        };
+        let dma_len = if starts { h.reth.map(|r| r.dma_len) } else { self.msg.and_then(|m| m.2) };
+        if matches!(p.info.position, Position::First | Position::Middle) {
+            assert_eq!(plen, pmtu, "a UC FIRST or MIDDLE carries exactly the path MTU");
+            self.msg = Some((p.info.operation, sent, dma_len));
+        } else {
+            if let Some(l) = dma_len {
+                assert_eq!(sent, l, "UC WRITE sent other than its RETH length");
+            }
+            self.msg = None;
+            self.done += 1;
+        }
+    }
 }
 
 fn sge(key: u32, off: u64, len: u32) -> Sge {
@@ -312,6 +412,7 @@ impl Case {
             next_wr: 1,
             now: 1_000_000,
             buf: vec![0u8; 4096 + 64],
+            uc: UcTx::default(),
         };
         c.bring_up(rng, target);
         c
@@ -355,6 +456,14 @@ impl Case {
         a.qp_state = QpState::Rtr;
         if ty == QpType::Ud {
             c.qp.modify(&a, mask::STATE).unwrap();
+        } else if ty == QpType::Uc {
+            // No RNR timer and no READ/atomic resources on UC.
+            a.path_mtu = mtu;
+            a.dest_qp_num = dest;
+            a.rq_psn = c.cursor.value();
+            a.ah = 9;
+            c.qp.modify(&a, mask::STATE | mask::AV | mask::PATH_MTU | mask::DEST_QPN | mask::RQ_PSN)
+                .unwrap();
         } else {
             a.path_mtu = mtu;
             a.dest_qp_num = dest;
@@ -380,7 +489,10 @@ impl Case {
         // RTR -> RTS
         a.qp_state = QpState::Rts;
         a.sq_psn = rng.next() as u32 & 0xff_ffff;
-        if ty == QpType::Ud {
+        c.uc.psn = Psn::new(a.sq_psn);
+        c.uc.msg = None;
+        if ty != QpType::Rc {
+            // UD and UC: no ACK timeout, retries or READ/atomic resources.
             c.qp.modify(&a, mask::STATE | mask::SQ_PSN).unwrap();
         } else {
             a.timeout = if rng.chance(10) { 0 } else { 1 + rng.below(20) as u8 };
@@ -396,7 +508,7 @@ impl Case {
         for _ in 0..1 + rng.below(10) {
             c.post_send(rng, false);
         }
-        // Some of them go out (and, on UD, complete).
+        // Some of them go out (and, on UD and UC, complete).
         for _ in 0..rng.below(12) {
             if !c.transmit_one() {
                 break;
@@ -412,7 +524,7 @@ impl Case {
                 c.qp.modify(&a, mask::STATE).unwrap();
             }
             QpState::Sqe => {
-                assert_eq!(ty, QpType::Ud, "only UD has SQE");
+                assert_ne!(ty, QpType::Rc, "RC has no SQE");
                 // A send with an L_Key that does not exist: a local
                 // protection error moves the QP to SQE.
                 let mut w = c.wqe(rng, WrOpcode::Send);
@@ -455,9 +567,24 @@ impl Case {
         self.posted_send.clear();
         self.posted_recv.clear();
         self.sent.clear();
+        // Completions not polled before the reset are gone with it.
+        self.uc = UcTx::default();
         self.mem = FuzzMemory::new();
         self.cursor = Psn::new(rng.next() as u32);
         self.bring_up(rng, target);
+    }
+
+    /// UC: SQE -> RTS, the send side going on where it stopped (the same
+    /// PSN sequence: nothing was sent in SQE).
+    fn resume(&mut self, rng: &mut Rng) {
+        assert_eq!(self.qp.state(), QpState::Sqe);
+        let a = QpAttr {
+            qp_state: QpState::Rts,
+            cur_qp_state: QpState::Sqe,
+            ..QpAttr::default()
+        };
+        let m = if rng.bool() { mask::STATE | mask::CUR_STATE } else { mask::STATE };
+        self.qp.modify(&a, m).unwrap();
     }
 
     fn post(&mut self, w: SendWqe) -> bool {
@@ -492,10 +619,13 @@ impl Case {
     }
 
     /// Posts a random send WQE (with `bad`, possibly one the engine must
-    /// refuse or fail).
+    /// refuse or fail). UC draws from RC's opcodes now and then and must
+    /// refuse those it lacks.
     fn post_send(&mut self, rng: &mut Rng, bad: bool) {
         let op = if self.ty == QpType::Ud {
             rng.pick(&[WrOpcode::Send, WrOpcode::SendWithImm])
+        } else if self.ty == QpType::Uc && rng.chance(75) {
+            rng.pick(&[WrOpcode::Send, WrOpcode::SendWithImm, WrOpcode::RdmaWrite, WrOpcode::RdmaWriteWithImm])
         } else {
             rng.pick(&[
                 WrOpcode::Send,
@@ -534,6 +664,12 @@ impl Case {
                 w.sg_list[i] = sge(SRC, rng.below(REGION_LEN / 2) as u64, l);
             }
             w.num_sge = n as u8;
+        }
+        if self.ty == QpType::Uc && (op.is_read_or_atomic() || op == WrOpcode::SendWithInv) {
+            // UC has no opcode for them (IBTA table 38): refused in every
+            // state, whatever else the WQE holds.
+            assert!(self.qp.post_send(&w).is_err(), "UC accepted {op:?}");
+            return;
         }
         if bad {
             match rng.below(4) {
@@ -596,8 +732,12 @@ impl Case {
             }
         }
         let rc = self.ty == QpType::Rc;
-        m.remote_write_ok = rc && self.access & access::REMOTE_WRITE != 0;
+        // UC executes RDMA WRITEs, never READs, atomics or invalidations,
+        // whatever its access flags say.
+        m.remote_write_ok = self.ty != QpType::Ud && self.access & access::REMOTE_WRITE != 0;
         m.remote_atomic_ok = rc && self.access & access::REMOTE_ATOMIC != 0;
+        m.remote_read_ok = rc;
+        m.invalidate_ok = rc;
     }
 
     /// Polls one packet out of the QP and checks it. False when none.
@@ -605,6 +745,10 @@ impl Case {
         self.refresh_rights();
         let state = self.qp.state();
         let Some(t) = self.qp.poll_transmit(self.now, &mut self.mem, &mut self.buf) else {
+            if !matches!(self.qp.state(), QpState::Rts | QpState::Sqd) {
+                // SQE or ERR cut the message in progress, if any.
+                self.uc.msg = None;
+            }
             return false;
         };
         assert!(
@@ -648,6 +792,10 @@ impl Case {
                     }
                 }
             }
+            QpType::Uc => {
+                assert_eq!(t.dest_qpn, self.dest);
+                self.uc.check(state, &p, self.pmtu);
+            }
         }
         true
     }
@@ -658,6 +806,9 @@ impl Case {
         while self.transmit_one() {
             n += 1;
             st.tx += 1;
+            if self.ty == QpType::Uc {
+                st.uc_tx += 1;
+            }
             assert!(n < 20_000, "poll_transmit does not stop ({state:?})");
             if state == QpState::Err {
                 assert!(n <= 1, "ERR sends at most one packet");
@@ -671,6 +822,11 @@ impl Case {
             assert_eq!(c.wr_id, w.wr_id, "send completions out of order");
             assert_eq!(c.qp_num, self.qpn);
             st.send_cqes += 1;
+            if self.ty == QpType::Uc && c.status == WcStatus::Success {
+                assert_eq!(c.opcode, w.opcode.wc_opcode());
+                self.uc.ok += 1;
+                assert!(self.uc.ok <= self.uc.done, "UC completed a send before its last packet left");
+            }
         }
         while let Some(c) = self.qp.poll_recv_cq() {
             let w = self
@@ -680,6 +836,13 @@ impl Case {
             check_recv_cqe(&c, &w, self.ty);
             assert_eq!(c.qp_num, self.qpn);
             st.recv_cqes += 1;
+            if self.ty == QpType::Uc {
+                st.uc_recv_cqes += 1;
+            }
+        }
+        if self.ty == QpType::Uc {
+            // Every message whose last packet left has completed, in order.
+            assert_eq!(self.uc.ok, self.uc.done, "UC send completions and messages sent disagree");
         }
         assert_eq!(self.qp.send_queue_len(), self.posted_send.len());
         assert_eq!(self.qp.recv_queue_len(), self.posted_recv.len());
@@ -696,6 +859,9 @@ impl Case {
         st.timers += 1;
         if let Some(d) = self.qp.next_deadline() {
             assert!(d > self.now, "deadline {d} left at or before now {}", self.now);
+        }
+        if self.ty == QpType::Uc {
+            assert_eq!(self.qp.next_deadline(), None, "UC armed a timer");
         }
     }
 
@@ -724,6 +890,23 @@ impl Case {
         if self.ty == QpType::Rc {
             assert_ne!(self.qp.state(), QpState::Sqe, "RC entered SQE");
         }
+        if self.ty == QpType::Uc {
+            // Silent and forgiving: no NAK, no timer; only a receive WQE it
+            // cannot use (class A) stops it, in ERR.
+            assert_ne!(out, RxOutcome::Nak, "UC NAKed");
+            let after = self.qp.state();
+            assert!(after == before || after == QpState::Err, "UC receive moved {before:?} to {after:?}");
+            assert_eq!(self.qp.next_deadline(), None, "UC armed a timer");
+            if out == RxOutcome::Accepted {
+                st.uc_accepted += 1;
+                // The responder follows the PSN of the last packet it took:
+                // a FIRST or ONLY starts a message at any PSN.
+                if let Ok(p) = packet::parse_headers(bytes) {
+                    self.cursor = p.headers.bth.psn.next();
+                }
+                return;
+            }
+        }
         // Advance the responder cursor for in-order requests.
         if out == RxOutcome::Accepted {
             if let Ok(p) = packet::parse_headers(bytes) {
@@ -742,6 +925,15 @@ impl Case {
 fn check_recv_cqe(c: &Cqe, w: &RecvWqe, ty: QpType) {
     assert_eq!(c.wr_id, w.wr_id, "receive completions out of order");
     if c.status != WcStatus::Success {
+        // UC drops a message it cannot take; only a receive WQE it cannot
+        // use completes in error (then the QP is in ERR and flushes).
+        if ty == QpType::Uc {
+            assert!(
+                matches!(c.status, WcStatus::LocProtErr | WcStatus::WrFlushErr),
+                "UC receive completed with {:?}",
+                c.status
+            );
+        }
         return;
     }
     match c.opcode {
@@ -756,7 +948,7 @@ fn check_recv_cqe(c: &Cqe, w: &RecvWqe, ty: QpType) {
                 assert!(c.byte_len >= 40);
             }
         }
-        ferroce_transport::verbs::WcOpcode::RecvRdmaWithImm => assert_eq!(ty, QpType::Rc),
+        ferroce_transport::verbs::WcOpcode::RecvRdmaWithImm => assert_ne!(ty, QpType::Ud),
         op => panic!("receive completion with opcode {op:?}"),
     }
 }
@@ -1003,7 +1195,11 @@ fn valid_packet(rng: &mut Rng, c: &Case, opcodes: &[Opcode]) -> Option<Vec<u8>> 
         .copied()
         .filter(|o| {
             let t = o.info().unwrap().transport;
-            (c.ty == QpType::Ud && t == Transport::Ud) || (c.ty == QpType::Rc && t == Transport::Rc)
+            match c.ty {
+                QpType::Ud => t == Transport::Ud,
+                QpType::Uc => t == Transport::Uc,
+                QpType::Rc => t == Transport::Rc,
+            }
         })
         .collect();
     let opcode = if rng.chance(85) {
@@ -1025,8 +1221,9 @@ fn valid_packet(rng: &mut Rng, c: &Case, opcodes: &[Opcode]) -> Option<Vec<u8>> 
 }
 
 /// Step (c): a whole message (SEND or WRITE, several packets) at the
-/// cursor, or the responses to a request the QP sent; one packet may be
-/// mutated, dropped or repeated.
+/// cursor (on UC now and then at a random PSN: a FIRST or ONLY starts a
+/// message anywhere), or the responses to a request the QP sent; one
+/// packet may be mutated, dropped or repeated.
 fn message(rng: &mut Rng, c: &Case) -> Vec<Vec<u8>> {
     let pmtu = c.pmtu as usize;
     let mut out = Vec::new();
@@ -1091,7 +1288,7 @@ fn message(rng: &mut Rng, c: &Case) -> Vec<Vec<u8>> {
             }
         }
         out.extend(emit(&h, &[]));
-    } else if c.ty == QpType::Rc {
+    } else if c.ty != QpType::Ud {
         let write = rng.bool();
         let n = 1 + rng.below(4);
         let total = if n == 1 {
@@ -1100,6 +1297,11 @@ fn message(rng: &mut Rng, c: &Case) -> Vec<Vec<u8>> {
             (n - 1) * pmtu + 1 + rng.below(pmtu)
         };
         let imm = rng.chance(30);
+        let start = if c.ty == QpType::Uc && rng.chance(15) {
+            Psn::new(rng.next() as u32)
+        } else {
+            c.cursor
+        };
         let (rkey, va) = if rng.chance(80) {
             (
                 TARGET,
@@ -1124,8 +1326,9 @@ fn message(rng: &mut Rng, c: &Case) -> Vec<Vec<u8>> {
                 (true, false, true, false) => Opcode::RC_RDMA_WRITE_LAST,
                 (true, false, true, true) => Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE,
             };
+            let op = if c.ty == QpType::Uc { op.uc() } else { op };
             let plen = if last { total - i * pmtu } else { pmtu };
-            let mut h = headers(rng, c, op, c.cursor.wrapping_add(i as u32), plen);
+            let mut h = headers(rng, c, op, start.wrapping_add(i as u32), plen);
             h.bth.dest_qp = c.qpn;
             h.bth.pkey = PKey(0xffff);
             if let Some(r) = h.reth.as_mut() {
@@ -1175,8 +1378,13 @@ fn step(rng: &mut Rng, c: &mut Case, opcodes: &[Opcode], st: &mut Stats) {
     st.steps += 1;
     c.now += rng.below(200_000) as u64;
     // An RC QP dies of its first bad request, so it mostly gets whole
-    // messages and responses; UD shrugs off anything.
-    let (random, valid, msg) = if c.ty == QpType::Rc { (8, 20, 80) } else { (25, 65, 80) };
+    // messages and responses; UD shrugs off anything; UC drops a bad
+    // message and goes on, but needs whole messages to get anywhere.
+    let (random, valid, msg) = match c.ty {
+        QpType::Rc => (8, 20, 80),
+        QpType::Uc => (15, 50, 80),
+        QpType::Ud => (25, 65, 80),
+    };
     let r = rng.below(100);
     if r < random {
         let p = random_packet(rng, c, opcodes);
@@ -1233,7 +1441,7 @@ fn run(seed: u64, steps: usize) -> Stats {
     let mut rng = Rng(seed);
     let opcodes = implemented_opcodes();
     assert_eq!(opcodes.len(), 38);
-    let cases: [(QpType, QpState); 13] = [
+    let cases: [(QpType, QpState); 20] = [
         (QpType::Ud, QpState::Reset),
         (QpType::Ud, QpState::Init),
         (QpType::Ud, QpState::Rtr),
@@ -1241,6 +1449,13 @@ fn run(seed: u64, steps: usize) -> Stats {
         (QpType::Ud, QpState::Sqd),
         (QpType::Ud, QpState::Sqe),
         (QpType::Ud, QpState::Err),
+        (QpType::Uc, QpState::Reset),
+        (QpType::Uc, QpState::Init),
+        (QpType::Uc, QpState::Rtr),
+        (QpType::Uc, QpState::Rts),
+        (QpType::Uc, QpState::Sqd),
+        (QpType::Uc, QpState::Sqe),
+        (QpType::Uc, QpState::Err),
         (QpType::Rc, QpState::Reset),
         (QpType::Rc, QpState::Init),
         (QpType::Rc, QpState::Rtr),
@@ -1249,7 +1464,7 @@ fn run(seed: u64, steps: usize) -> Stats {
         (QpType::Rc, QpState::Err),
     ];
     let mut st = Stats::default();
-    let mut seen = [false; 13];
+    let mut seen = [false; 20];
     let mut done = 0;
     let mut episode = 0;
     while done < steps {
@@ -1273,9 +1488,23 @@ fn run(seed: u64, steps: usize) -> Stats {
         let n = 50 + rng.below(400);
         let mut ran = 0;
         let mut in_err = 0;
+        let mut in_sqe = 0;
         while ran < n {
+            let was = c.qp.state();
             step(&mut rng, &mut c, &opcodes, &mut st);
             ran += 1;
+            // A UC QP whose send side failed (a bad WQE) goes back to RTS
+            // after a few steps in SQE, unless SQE is what is under test.
+            if ty == QpType::Uc && c.qp.state() == QpState::Sqe && state != QpState::Sqe {
+                if was != QpState::Sqe {
+                    st.uc_sqe += 1;
+                }
+                in_sqe += 1;
+                if in_sqe > 10 {
+                    c.resume(&mut rng);
+                    in_sqe = 0;
+                }
+            }
             // A QP that fell into ERR has little left to show: a few more
             // steps there, then the next episode.
             if c.qp.state() == QpState::Err && state != QpState::Err {
@@ -1322,6 +1551,10 @@ fn qp_fuzz_receive_path_in_every_state() {
             "too few packets accepted: {st:?}"
         );
         assert!(st.rx[RxOutcome::Nak as usize] > 100, "too few NAKs: {st:?}");
+        assert!(
+            st.uc_accepted > st.steps / 200 && st.uc_tx > 1_000 && st.uc_recv_cqes > 1_000 && st.uc_sqe > 10,
+            "UC not reached deep enough: {st:?}"
+        );
         assert!(
             st.recv_cqes > 1_000 && st.send_cqes > 1_000,
             "too few completions: {st:?}"

@@ -7,7 +7,7 @@ use ferroce_transport::engine::RxOutcome;
 use ferroce_transport::wire::packet::{self, Headers, TransportPacket};
 use ferroce_transport::wire::RethRepr;
 use ferroce_transport::qp::{mask, Mtu, QpAttr, QpState};
-use ferroce_transport::verbs::{access, send_flags, wc_flags, FastReg, SendWqe, WcOpcode, WcStatus, WrOpcode};
+use ferroce_transport::verbs::{access, send_flags, wc_flags, AsyncError, FastReg, SendWqe, WcOpcode, WcStatus, WrOpcode};
 use ferroce_transport::wire::{AethSyndrome, NakCode, Opcode, Psn};
 
 const A: u32 = 0x11;
@@ -288,6 +288,10 @@ fn rc_nak_invalid_request_on_opcode_sequence_error_moves_both_to_error() {
     assert_eq!(aeth(&out[0]).0, AethSyndrome::Nak(NakCode::InvalidRequest));
     assert_eq!(r.b.state(), QpState::Err);
     assert!(all_cqes(&mut r.b).1.iter().all(|c| c.status == WcStatus::WrFlushErr));
+    // No receive WQE reports it: the responder raises the affiliated
+    // asynchronous error, once.
+    assert_eq!(r.b.take_async_error(), Some(AsyncError::InvalidRequest));
+    assert_eq!(r.b.take_async_error(), None);
     // The requester side: REM_INV_REQ_ERR, then flush.
     r.a.post_send(&send(&r, 1, 4)).unwrap();
     r.a.post_send(&send(&r, 2, 4)).unwrap();
@@ -312,6 +316,7 @@ fn rc_nak_remote_access_error_gives_rem_access_err_and_flush() {
     let (s, _) = all_cqes(&mut r.a);
     assert_eq!((s[0].status, s[1].status), (WcStatus::RemAccessErr, WcStatus::WrFlushErr));
     assert_eq!((r.a.state(), r.b.state()), (QpState::Err, QpState::Err));
+    assert_eq!((r.a.take_async_error(), r.b.take_async_error()), (None, Some(AsyncError::AccessViolation)));
     // Out of bounds and a READ without REMOTE_READ are access errors too.
     let mut r = setup();
     r.mb.region_mut(r.tgt).access = access::REMOTE_WRITE;
@@ -329,6 +334,8 @@ fn rc_nak_remote_operational_error_for_bad_receive_lkey() {
     assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::RemOpErr);
     let c = r.b.poll_recv_cq().unwrap();
     assert_eq!((c.wr_id, c.status), (9, WcStatus::LocProtErr));
+    // The completion reports it: no asynchronous error.
+    assert_eq!(r.b.take_async_error(), None);
 }
 
 #[test]

@@ -95,6 +95,17 @@ impl Opcode {
     /// RoCEv2 Congestion Notification Packet (annex A17.9.3).
     pub const CNP: Opcode = Opcode(0x81);
 
+    /// The UC opcode of an RC SEND or RDMA WRITE opcode (the two ranges
+    /// differ only in the transport bits); any other opcode is returned
+    /// unchanged.
+    pub const fn uc(self) -> Opcode {
+        if self.0 <= Self::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE.0 {
+            Opcode(self.0 | 0x20)
+        } else {
+            self
+        }
+    }
+
     /// The decoded table entry, or why the opcode cannot be handled:
     /// [`Error::ReservedOpcode`] for codes the IBTA leaves undefined,
     /// [`Error::UnsupportedOpcode`] for defined ones this engine does not

@@ -1,7 +1,8 @@
 //! libFuzzer target for a QP's receive path: `cargo +nightly fuzz run
 //! qp_receive` from `drivers/ferroce/transport`.
 //!
-//! The input is a script. Byte 0 picks the QP type (bit 0: UD or RC), the
+//! The input is a script. Byte 0 picks the QP type (bit 0 clear: UD; set:
+//! RC, or UC when bit 7 is set too), the
 //! state it is brought to (bits 1..=3: RESET, INIT, RTR, RTS, SQD, SQE for
 //! UD, ERR) and the path MTU (bits 4..=6). Then, until the input runs out:
 //! one control byte, then for a packet a 2-byte big-endian length and that
@@ -209,7 +210,8 @@ impl Harness {
         for s in recvs.chain(reads) {
             self.mem.local_ok.push((s.lkey, s.addr, s.addr + u64::from(s.length)));
         }
-        self.mem.remote_ok = self.qp.qp_type() == QpType::Rc;
+        // RC and UC QPs are created with every remote right.
+        self.mem.remote_ok = self.qp.qp_type() != QpType::Ud;
     }
 
     fn transmit(&mut self) {
@@ -248,7 +250,11 @@ impl Harness {
 }
 
 fn build(sel: u8) -> Harness {
-    let ty = if sel & 1 == 0 { QpType::Ud } else { QpType::Rc };
+    let ty = match (sel & 1, sel >> 7) {
+        (0, _) => QpType::Ud,
+        (_, 0) => QpType::Rc,
+        _ => QpType::Uc,
+    };
     let target = QpState::from_u32(u32::from((sel >> 1) & 7) % 7).unwrap_or(QpState::Rts);
     let mtu = Mtu::from_u32(1 + u32::from(sel >> 4) % 5).unwrap_or_default();
     let cfg = QpConfig {
@@ -272,7 +278,8 @@ fn build(sel: u8) -> Harness {
         buf: vec![0; 4096 + 64],
         seq: 0,
     };
-    let rc = ty == QpType::Rc;
+    let rc = ty != QpType::Ud;
+    let uc = ty == QpType::Uc;
     let steps = [QpState::Init, QpState::Rtr, QpState::Rts];
     let want = match target {
         QpState::Reset => 0,
@@ -302,6 +309,8 @@ fn build(sel: u8) -> Harness {
             (0, false) => mask::PKEY_INDEX | mask::PORT | mask::QKEY,
             (0, true) => mask::PKEY_INDEX | mask::PORT | mask::ACCESS_FLAGS,
             (1, false) => 0,
+            (1, true) if uc => mask::AV | mask::PATH_MTU | mask::DEST_QPN | mask::RQ_PSN,
+            (_, true) if uc && i == 2 => mask::SQ_PSN,
             (1, true) => {
                 mask::AV
                     | mask::PATH_MTU
@@ -381,6 +390,10 @@ fuzz_target!(|data: &[u8]| {
         }
         if h.qp.qp_type() == QpType::Rc {
             assert_ne!(h.qp.state(), QpState::Sqe);
+        }
+        if h.qp.qp_type() == QpType::Uc {
+            // A UC responder never moves its QP but into ERR (class A).
+            assert!(h.qp.state() == state || h.qp.state() == QpState::Err, "a packet moved a UC QP to {:?}", h.qp.state());
         }
         h.now += u64::from(ctl >> 4) * 1_000_000;
         match ctl & 7 {

@@ -295,6 +295,24 @@ pub fn rc_qp(qpn: u32, dest: u32, p: RcParams, sq_psn: u32, rq_psn: u32) -> Test
     qp
 }
 
+/// A UC QP `qpn` connected to `dest`, in RTS: PMTU `mtu`, requester PSN
+/// `sq_psn`, responder ePSN `rq_psn`, `access` its remote rights.
+pub fn uc_qp(qpn: u32, dest: u32, mtu: Mtu, access: u32, sq_psn: u32, rq_psn: u32) -> TestQp {
+    let mut qp = new_qp(qpn, QpType::Uc, 64, 64);
+    let mut a = QpAttr { qp_state: QpState::Init, port_num: 1, qp_access_flags: access, ..QpAttr::default() };
+    qp.modify(&a, mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::ACCESS_FLAGS).unwrap();
+    a.qp_state = QpState::Rtr;
+    a.path_mtu = mtu;
+    a.dest_qp_num = dest;
+    a.rq_psn = rq_psn;
+    a.ah = dest;
+    qp.modify(&a, mask::STATE | mask::AV | mask::PATH_MTU | mask::DEST_QPN | mask::RQ_PSN).unwrap();
+    a.qp_state = QpState::Rts;
+    a.sq_psn = sq_psn;
+    qp.modify(&a, mask::STATE | mask::SQ_PSN).unwrap();
+    qp
+}
+
 pub fn sges(list: &[(u64, u32, u32)]) -> ([Sge; MAX_SGE], u8) {
     let mut s = [Sge::default(); MAX_SGE];
     for (i, &(addr, length, lkey)) in list.iter().enumerate() {
