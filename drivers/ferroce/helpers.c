@@ -3,6 +3,8 @@
 #include <linux/module.h>
 #include <linux/if_vlan.h>
 #include <net/addrconf.h>
+#include <linux/igmp.h>
+#include <linux/inetdevice.h>
 #include <rdma/ib_verbs.h>
 #include "helpers.h"
 
@@ -199,7 +201,13 @@ struct net_device *ferroce_rx_netdev(struct sk_buff *skb)
 	struct net *net = dev_net(skb->dev);
 	struct net_device *ndev = NULL;
 
-	if (skb->protocol == htons(ETH_P_IP)) {
+	/* A multicast datagram belongs to the device of the netdev it came in
+	 * on (which joined the group: ferroce_mc_join). */
+	if ((skb->protocol == htons(ETH_P_IP) && ipv4_is_multicast(ip_hdr(skb)->daddr)) ||
+	    (skb->protocol == htons(ETH_P_IPV6) && ipv6_addr_is_multicast(&ipv6_hdr(skb)->daddr))) {
+		ndev = skb->dev;
+		dev_hold(ndev);
+	} else if (skb->protocol == htons(ETH_P_IP)) {
 		ndev = ip_dev_find(net, ip_hdr(skb)->daddr);
 	} else if (skb->protocol == htons(ETH_P_IPV6)) {
 		rcu_read_lock();
@@ -212,6 +220,30 @@ struct net_device *ferroce_rx_netdev(struct sk_buff *skb)
 }
 
 struct net *ferroce_dev_net(const struct net_device *ndev) { return dev_net(ndev); }
+
+int ferroce_mc_join(struct net_device *ndev, const u8 *gid, bool join)
+{
+	const struct in6_addr *addr = (const struct in6_addr *)gid;
+	struct in_device *in_dev;
+	int err = 0;
+
+	rtnl_lock();
+	if (ipv6_addr_v4mapped(addr)) {
+		in_dev = __in_dev_get_rtnl(ndev);
+		if (!in_dev)
+			err = -ENODEV;
+		else if (join)
+			ip_mc_inc_group(in_dev, addr->s6_addr32[3]);
+		else
+			ip_mc_dec_group(in_dev, addr->s6_addr32[3]);
+	} else if (IS_ENABLED(CONFIG_IPV6)) {
+		err = join ? ipv6_dev_mc_inc(ndev, addr) : ipv6_dev_mc_dec(ndev, addr);
+	} else {
+		err = -EAFNOSUPPORT;
+	}
+	rtnl_unlock();
+	return err;
+}
 
 struct socket *ferroce_udp_tunnel_open(struct net *net, bool ipv6, ferroce_encap_rcv_t rcv)
 {

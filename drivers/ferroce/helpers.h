@@ -64,6 +64,10 @@ void ferroce_consume_skb(struct sk_buff *skb);
 int ferroce_rx_linear(struct sk_buff *skb, u8 **ip, unsigned int *len);
 struct net_device *ferroce_rx_netdev(struct sk_buff *skb);
 struct net *ferroce_dev_net(const struct net_device *ndev);
+/* Joins (join) or leaves the IP multicast group of a multicast GID (an
+ * IPv4-mapped or IPv6 address) on ndev, so that its datagrams reach the
+ * UDP sockets; counted by the IP stack. Process context (takes RTNL). */
+int ferroce_mc_join(struct net_device *ndev, const u8 *gid, bool join);
 
 /* --- UDP tunnel sockets, one pair per network namespace --- */
 typedef int (*ferroce_encap_rcv_t)(struct sock *sk, struct sk_buff *skb);

@@ -3,7 +3,8 @@
 # addresses). The RDMA core's CM sends its MADs through ferroce's GSI QP
 # (QP1); address and route resolution go through the device's GID table.
 #   rping -V (every ping's data verified) over IPv4 and IPv6, ucmatose and
-#   udaddy (rdmacm-utils, default message counts), perftest with -R
+#   udaddy and mckey (rdmacm-utils, default message counts; mckey's
+#   receiver and sender join one IPv4 group), perftest with -R
 #   (ib_send_bw, ib_write_lat, ib_read_bw; perftest resolves only IPv4
 #   addresses with -R), and afterwards the device's
 #   resource counts (`rdma resource show`) back where they started.
@@ -64,6 +65,7 @@ check "ucmatose (rdmacm-utils, RC through rdma_cm)" cm_pair "ucmatose -b 10.0.2.
 expect "  ...both sides complete" 'test complete' "$(cat /tmp/cli.log)"
 check "udaddy (rdmacm-utils, UD through rdma_cm)" cm_pair "udaddy -b 10.0.2.15" udaddy -s 10.0.2.15
 expect "  ...both sides complete" 'test complete' "$(cat /tmp/cli.log)"
+check "mckey (rdmacm-utils, UD multicast through rdma_cm) to 239.1.0.15" mckey_pair "" 10.0.2.15 "" 10.0.2.15 239.1.0.15
 check "ib_send_bw -R (500 iterations)" cm_pair "ib_send_bw -R -d fr0 -n 500" ib_send_bw -R -d fr0 -n 500 10.0.2.15
 expect "  ...every iteration counted" '^ *65536 +500 ' "$(cat /tmp/cli.log)"
 check "ib_write_lat -R (500 iterations)" cm_pair "ib_write_lat -R -d fr0 -n 500" ib_write_lat -R -d fr0 -n 500 10.0.2.15

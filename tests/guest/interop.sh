@@ -11,7 +11,8 @@
 # IPv4): ibv_ud_pingpong, ibv_rc_pingpong -c, ibv_uc_pingpong -c and
 # ib_write_bw -c UC (IPv4 GIDs), ib_send_bw (RC, and UD),
 # ib_write_bw, ib_read_bw, ib_atomic_bw (both atomics) and ib_write_lat;
-# rc_integrity with one device of each kind in one process; a capture on vb
+# rc_integrity with one device of each kind in one process; mckey (UD
+# multicast through rdma_cm) both ways over IPv4; a capture on vb
 # of the pingpongs, in which every packet ferroce sent must decode without a
 # malformed-packet or expert warning and carry a correct ICRC; then netem
 # loss, delay and reordering on vb, under which ibv_rc_pingpong -c and
@@ -289,6 +290,18 @@ for v in 4 6; do
 	check "rc_integrity rxa <-> frb (IPv$v GIDs, 2 QP pairs, 400 operations)" run_rc $v --qps 2 --ops 400 --seed $v
 	r=pass; [ "$_fails" = "$before" ] || r=FAIL
 	ROWS+=("rxe<->ferroce|rc_integrity --qps 2 --ops 400|IPv$v|$r|$((SECONDS - t0))|$(sed -n 's/^summary: //p' /tmp/rci.log)")
+done
+
+# 3b. UD multicast through rdma_cm: mckey, each driver receiving what the
+# other sends to the group (librdmacm attaches the QPs; the kernel joins
+# the IP group on the netdev)
+# (IPv4: the kernel's rdma_cm joins no IPv6 group on a RoCE v2 port)
+for d in "fr rxe" "rxe fr"; do
+	set -- $d
+	t0=$SECONDS before=$_fails
+	check "${NAME[$1]}->${NAME[$2]} mckey: UD multicast to 239.66.0.4" mckey_pair "${NS[$2]}" "${IP[$2]}" "${NS[$1]}" "${IP[$1]}" 239.66.0.4
+	r=pass; [ "$_fails" = "$before" ] || r=FAIL
+	ROWS+=("${NAME[$1]}->${NAME[$2]}|mckey -m 239.66.0.4|IPv4|$r|$((SECONDS - t0))|$(grep -c "joined dgid" /tmp/srv.log) join")
 done
 
 counters frb >/tmp/c1.frb; counters rxa >/tmp/c1.rxa

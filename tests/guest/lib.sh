@@ -141,6 +141,39 @@ _pingpong_once() {
 	[ $c = 0 ] && [ $s = 0 ]
 }
 
+# mckey_pair RECV_NS RECV_ADDR SEND_NS SEND_ADDR GROUP [ARGS...]: rdmacm-utils
+# mckey (UD multicast through rdma_cm; librdmacm attaches the QP to the
+# group it joins): a receiver bound to RECV_ADDR joins GROUP and waits for
+# every message (-C, 10 by default); once it has joined, a sender bound to
+# SEND_ADDR joins and sends them. Both must succeed, and the receiver must
+# have received them all. An empty NS runs in the guest's own namespace.
+# IPv4 groups only: the kernel's rdma_cm refuses to join an IPv6 group on
+# a RoCE v2 port (ENOTSUPP, whichever the driver), so IPv6 multicast is
+# tested through the verbs (userspace/tests/mcast.c).
+mckey_pair() {
+	local rns=$1 raddr=$2 sns=$3 saddr=$4 group=$5 i; shift 5
+	rm -f /tmp/srv.log /tmp/cli.log
+	${rns:+ip netns exec $rns} timeout "${MCKEY_TIMEOUT:-60}" stdbuf -oL mckey -m "$group" -b "$raddr" "$@" >/tmp/srv.log 2>&1 &
+	local rpid=$! c s
+	for i in $(seq 300); do
+		grep -q "joined dgid" /tmp/srv.log && break
+		kill -0 $rpid 2>/dev/null || break
+		sleep 0.1
+	done
+	if grep -q "joined dgid" /tmp/srv.log; then
+		${sns:+ip netns exec $sns} timeout "${MCKEY_TIMEOUT:-60}" stdbuf -oL mckey -m "$group" -b "$saddr" -s "$@" >/tmp/cli.log 2>&1
+		c=$?
+	else
+		echo "the receiver did not join $group"
+		c=99
+	fi
+	wait_pid $rpid "${MCKEY_TIMEOUT:-60}"
+	s=$?
+	echo "--- sender (exit $c)"; cat /tmp/cli.log
+	echo "--- receiver (exit $s)"; cat /tmp/srv.log
+	[ $c = 0 ] && [ $s = 0 ] && grep -q "data transfers complete" /tmp/srv.log
+}
+
 # veth_namespaces: namespaces a and b joined by a veth pair, va (10.66.0.1/24)
 # in a and vb (10.66.0.2/24) in b, up, with their loopback devices
 veth_namespaces() {

@@ -2,7 +2,9 @@
 # Issue 4: the UD datapath. ibv_ud_pingpong and perftest UD on one ferroce
 # device (loopback through the guest's own addresses), two devices on a veth
 # pair across network namespaces with a tshark capture, the UD rules of the
-# IBTA seen from outside (userspace/tests/ud_rules.c) and bad verbs input.
+# IBTA seen from outside (userspace/tests/ud_rules.c), bad verbs input, and
+# UD multicast (userspace/tests/mcast.c on one device over IPv4 and IPv6,
+# mckey between the namespaces).
 . "$(dirname "$0")/lib.sh"
 
 check "rdma link add fr0" rdma link add fr0 type ferroce netdev eth0
@@ -33,6 +35,8 @@ ip route del default 2>/dev/null
 ip -6 route flush default 2>/dev/null
 check "UD rules and bad input over IPv4 (ud_rules)" build/userspace/tests/ud_rules fr0 "$G4"
 check "UD rules and bad input over IPv6 (ud_rules)" build/userspace/tests/ud_rules fr0 "$G6"
+check "UD multicast on one device over IPv4 (mcast, group 239.1.2.3)" build/userspace/tests/mcast fr0 "$G4" 239.1.2.3
+check "UD multicast on one device over IPv6 (mcast, group ff0e::1:2:3)" build/userspace/tests/mcast fr0 "$G6" ff0e::1:2:3
 stats=$(rdma statistic show link fr0/1)
 echo "$stats"
 expect "drops counted (Q_Key mismatch, length)" 'rx_drop_transport [1-9]' "$stats"
@@ -83,6 +87,8 @@ check "every packet decodes as a UD SEND with the right QPNs and Q_Key, no malfo
 psn_ok=$(echo "$fields" | awk '$1 == "10.66.0.1" { if (n++ && $6 != (last + 1) % 16777216) bad++; last = $6 } END { print (n > 0 && !bad) ? "yes" : "no" }')
 check "PSNs of one sender increase by one" test "$psn_ok" = yes
 
+check "mckey between the namespaces (frb receives what fra sends to 239.1.2.4)" mckey_pair b 10.66.0.2 a 10.66.0.1 239.1.2.4
+
 # One UD QP on fra whose bursts go, at random, to a QP of fra (delivered
 # inside the device) and to a QP of frb across the veth (through the IP
 # stack): the per-packet choice between the two paths loses nothing.
@@ -99,6 +105,20 @@ check "rdma link delete in namespace a" ip netns exec a rdma link delete fra
 check "rdma link delete in namespace b" ip netns exec b rdma link delete frb
 ip netns del a
 ip netns del b
+# A namespace's teardown finishes: nothing of ferroce's holds its devices
+# (its sockets once held the loopback device through a multicast route,
+# and the namespace's teardown waited for it forever)
+gone() {
+	local i
+	for i in $(seq 30); do
+		[ -z "$(ip netns list)" ] && ! dmesg | grep -q "unregister_netdevice: waiting for" && sleep 1 &&
+			! dmesg | grep -q "unregister_netdevice: waiting for" && return 0
+		sleep 1
+	done
+	dmesg | grep "unregister_netdevice: waiting for" | tail -3
+	return 1
+}
+check "the namespaces' devices unregister after the multicast traffic (no 'waiting for lo')" gone
 check "rdma link delete fr0" rdma link delete fr0
 check "rmmod ferroce after the tests" rmmod ferroce
 finish

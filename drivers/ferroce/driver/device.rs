@@ -77,6 +77,11 @@ pub(crate) fn device_attrs(node_guid: u64) -> DeviceAttrs {
             | device_cap::UD_AV_PORT_ENFORCE
             | device_cap::MEM_MGT_EXTENSIONS,
         max_fast_reg_page_list_len: state::MAX_FAST_PAGES,
+        // A user's attachments (its quota) reach at most this many groups;
+        // a group holds MAX_QP_ATTACH QPs.
+        max_mcast_grp: Kind::Mcast.quota(),
+        max_mcast_qp_attach: crate::transport::mcast::MAX_QP_ATTACH as u32,
+        max_total_mcast_qp_attach: Kind::Mcast.quota(),
     }
 }
 

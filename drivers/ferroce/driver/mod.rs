@@ -10,6 +10,7 @@ mod complete;
 pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod ferroce;
+mod mcast;
 pub(crate) mod mr;
 pub(crate) mod pd;
 pub(crate) mod qp;
@@ -197,6 +198,14 @@ impl Driver for Ferroce {
 
     fn post_recv(qp: &Qp<'_, Self>, wrs: &mut RecvWrs<'_>) -> Result {
         qp::post_recv(qp, wrs)
+    }
+
+    fn attach_mcast(qp: &Qp<'_, Self>, gid: &[u8; 16]) -> Result {
+        mcast::attach(qp, gid)
+    }
+
+    fn detach_mcast(qp: &Qp<'_, Self>, gid: &[u8; 16]) -> Result {
+        mcast::detach(qp, gid)
     }
 
     fn qp_timer(dev: &FerroceDevice, qpn: u32) {

@@ -26,7 +26,15 @@ use kernel::prelude::*;
 pub(crate) struct QpData {
     /// Its share of its user's quota (`None`: the kernel's), given back
     /// when the data is dropped.
-    _charge: Option<Charge>,
+    charge: Option<Charge>,
+}
+
+impl QpData {
+    /// The account of the QP's user (`None`: a kernel QP), which its
+    /// multicast attachments are charged to.
+    pub(crate) fn account(&self) -> Option<&kernel::sync::Arc<quota::Account>> {
+        self.charge.as_ref().map(Charge::account)
+    }
 }
 
 /// The IB MTU of the device's port now.
@@ -152,6 +160,7 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
             events_due: 0,
             last_wqe_sent: false,
             sq_drained_sent: false,
+            mcast: KVec::new(),
         },
     );
     for i in [scq, rcq] {
@@ -167,7 +176,7 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
     }
     drop(st);
     init.set_cap(&cap);
-    Ok(QpData { _charge: charge })
+    Ok(QpData { charge })
 }
 
 pub(super) fn modify(qp: &Qp<'_, Ferroce>, attr: &QpAttrIn<'_>, udata: &mut Udata<'_, Ferroce>) -> Result {
@@ -266,6 +275,8 @@ pub(super) fn query(qp: &Qp<'_, Ferroce>) -> Result<QpQuery> {
 /// unmapping may sleep).
 pub(super) fn destroy(qp: &Qp<'_, Ferroce>) -> Result {
     let dev = qp.device();
+    // Out of its multicast groups first, while its QPN is still its own.
+    super::mcast::detach_all(dev, qp.qpn());
     let entry = {
         let mut st = dev.state.lock();
         let mut entry = st.qps.get_mut(qp.qpn() as usize).and_then(|s| s.take());

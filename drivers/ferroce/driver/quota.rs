@@ -30,9 +30,11 @@ pub(crate) enum Kind {
     Qp = 3,
     Srq = 4,
     Mr = 5,
+    /// A UD QP's attachment to a multicast group.
+    Mcast = 6,
 }
 
-const KINDS: usize = 6;
+const KINDS: usize = 7;
 
 impl Kind {
     /// Slots of the kind's table on one device (`tables::MAX_*`).
@@ -45,6 +47,9 @@ impl Kind {
             Kind::Srq => 2048,
             // A key is `index << 8 | key byte`.
             Kind::Mr => 8192,
+            // Attachments, as many as there are groups: a user's
+            // attachments reach at most half of the groups.
+            Kind::Mcast => crate::transport::mcast::MAX_GROUPS,
         }
     }
 

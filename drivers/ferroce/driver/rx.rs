@@ -12,6 +12,7 @@ use crate::rdma::Counter;
 use crate::driver::ferroce::FerroceDevice;
 use crate::driver::tables::{Av, DevState, Mem};
 use crate::transport::engine::{NetHeader, RxOutcome};
+use crate::transport::mcast::{gid_of_ip, is_multicast_gid, MAX_QP_ATTACH, MULTICAST_QPN};
 use crate::transport::qp::QpType;
 use crate::transport::wire::ip::{IpHeader, UdpHeader, ROCE_PORT};
 use crate::transport::wire::{icrc, Bth};
@@ -37,13 +38,55 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) -> Option
     let Ok(qpn) = Bth::new_checked(transport).map(|h| h.dest_qp()) else {
         return dropped(dev, Counter::RxMalformed);
     };
+    let ipv6 = parts.version == icrc::IpVersion::V6;
+    let group = IpHeader::new_checked(parts.ip).ok().and_then(|h| gid_of_ip(h.dst_addr())).filter(is_multicast_gid);
+    match (group, qpn == MULTICAST_QPN) {
+        (Some(gid), true) => return fan_out(dev, &gid, transport, parts.ip, ipv6),
+        // A multicast destination names the multicast QP and nothing else
+        // (IBTA 9.2.3 / 9.6.1.5: a unicast QPN in a multicast packet, or
+        // the multicast QPN in a unicast one, is malformed).
+        (Some(_), false) | (None, true) => return dropped(dev, Counter::RxMalformed),
+        (None, false) => {}
+    }
     let mut notify = Notify::new();
     let after = {
         let mut st = dev.state.lock();
-        rx_locked(dev, &mut st, qpn, transport, parts.ip, parts.version == icrc::IpVersion::V6, None, &mut notify)
+        rx_locked(dev, &mut st, qpn, transport, parts.ip, ipv6, None, &mut notify)
     };
     notify.run(dev);
     after.finish()
+}
+
+/// A multicast datagram: a copy to every UD QP attached to group `gid`
+/// (IBTA 10.5.1: each QP attached to the group receives it), none when no
+/// QP is. The members are read under the lock once; each one's delivery
+/// then takes it again, so that the lock is never held across a completion
+/// event and a group of 56 QPs does not hold it for all of them.
+fn fan_out(dev: &FerroceDevice, gid: &[u8; 16], transport: &[u8], ip: &[u8], ipv6: bool) -> Option<u32> {
+    let mut members = [0u32; MAX_QP_ATTACH];
+    let n = {
+        let st = dev.state.lock();
+        let m = st.mcast.members(gid);
+        let n = m.len().min(members.len());
+        if let (Some(to), Some(from)) = (members.get_mut(..n), m.get(..n)) {
+            to.copy_from_slice(from);
+        }
+        n
+    };
+    if n == 0 {
+        return dropped(dev, Counter::RxNoQp);
+    }
+    for &qpn in members.get(..n).unwrap_or(&[]) {
+        let mut notify = Notify::new();
+        let after = {
+            let mut st = dev.state.lock();
+            rx_locked(dev, &mut st, qpn, transport, ip, ipv6, None, &mut notify)
+        };
+        notify.run(dev);
+        // UD: nothing to kick; an SRQ event fires here.
+        let _ = after.finish();
+    }
+    None
 }
 
 /// What delivering a packet under the device lock leaves for after it.

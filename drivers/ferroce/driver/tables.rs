@@ -116,6 +116,9 @@ pub(crate) struct QpEntry {
     pub(crate) last_wqe_sent: bool,
     /// In SQD: `IB_EVENT_SQ_DRAINED` went out (once per SQD).
     pub(crate) sq_drained_sent: bool,
+    /// UD: one entry per multicast group the QP is attached to, its share
+    /// of its user's quota (`None`: a kernel QP's).
+    pub(crate) mcast: KVec<Option<crate::driver::quota::Charge>>,
 }
 
 impl QpEntry {
@@ -623,6 +626,8 @@ pub(crate) struct DevState {
     next_pd: usize,
     /// The users with a context open, and what each holds.
     pub(crate) accounts: crate::driver::quota::Accounts,
+    /// The multicast groups and the UD QPs attached to each.
+    pub(crate) mcast: crate::transport::mcast::Groups<KVVec<crate::transport::mcast::Group>>,
     /// Where `net::kick` builds an RC packet for a QP of this same device,
     /// which it then delivers from here (no socket buffer): room for the
     /// largest transport packet.
@@ -669,6 +674,12 @@ impl DevState {
             // SAFETY: reads a module parameter (a test's start position).
             next_pd: crate::rdma::test_pd_start() as usize % MAX_PD as usize,
             accounts: crate::driver::quota::Accounts::new(),
+            mcast: {
+                use crate::transport::mcast::{Group, Groups, MAX_GROUPS};
+                let mut v = KVVec::with_capacity(MAX_GROUPS, GFP_KERNEL_ACCOUNT)?;
+                v.resize(MAX_GROUPS, Group::EMPTY, GFP_KERNEL_ACCOUNT)?;
+                Groups::new(v)
+            },
             local_buf: {
                 let n = crate::transport::wire::packet::tx_buffer_len(4096);
                 let mut v = KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;

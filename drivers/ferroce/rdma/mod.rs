@@ -260,6 +260,10 @@ pub(crate) struct DeviceAttrs {
     /// `IB_DEVICE_*` capabilities ([`device_cap`]).
     pub(crate) device_cap_flags: u64,
     pub(crate) max_fast_reg_page_list_len: u32,
+    /// Multicast groups, QPs per group, and attachments in all.
+    pub(crate) max_mcast_grp: u32,
+    pub(crate) max_mcast_qp_attach: u32,
+    pub(crate) max_total_mcast_qp_attach: u32,
 }
 
 /// The `ib_device_cap_flags` a driver may claim in
@@ -447,6 +451,16 @@ impl<T: Driver> Device<T> {
     pub(crate) fn ndev_mtu(&self) -> u32 {
         // SAFETY: the core holds the netdev while the device exists.
         unsafe { b::ferroce_netdev_mtu(self.ndev) }
+    }
+
+    /// Joins (`join`) or leaves the IP multicast group of the multicast
+    /// GID `gid` on the device's netdev, so that the group's datagrams
+    /// reach the UDP sockets (the IP stack counts joins). Process context:
+    /// it takes RTNL.
+    pub(crate) fn mcast_join(&self, gid: &[u8; 16], join: bool) -> Result {
+        // SAFETY: the core holds the netdev while the device exists; the
+        // 16 bytes of `gid` are read during the call.
+        kernel::error::to_result(unsafe { b::ferroce_mc_join(self.ndev, gid.as_ptr(), join) })
     }
 
     pub(crate) fn count(&self, c: Counter) {
@@ -727,6 +741,9 @@ unsafe extern "C" fn query_device<T: Driver>(
     }
     out.device_cap_flags = a.device_cap_flags;
     out.max_fast_reg_page_list_len = a.max_fast_reg_page_list_len;
+    out.max_mcast_grp = int(a.max_mcast_grp);
+    out.max_mcast_qp_attach = int(a.max_mcast_qp_attach);
+    out.max_total_mcast_qp_attach = int(a.max_total_mcast_qp_attach);
     if a.allow_user_unregister {
         out.kernel_cap_flags |= u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
     }

@@ -228,16 +228,22 @@ static PERNET: Registered<b::pernet_operations> = Registered::new({
     ops
 });
 
+/// Registered as a device's operations, not a subsystem's: a namespace
+/// being dismantled closes the sockets before its devices unregister. A
+/// socket holds the route of the last multicast datagram early demux gave
+/// it (`sk_rx_dst`), and a multicast input route holds the namespace's
+/// loopback device: closed after the devices, the sockets would hold `lo`
+/// and its unregistration would wait forever.
 pub(super) fn register_pernet() -> Result {
     // SAFETY: PERNET is static; it is unregistered in `unregister_pernet`.
-    kernel::error::to_result(unsafe { b::register_pernet_subsys(PERNET.as_ptr()) })
+    kernel::error::to_result(unsafe { b::register_pernet_device(PERNET.as_ptr()) })
 }
 
 pub(super) fn unregister_pernet() {
     // SAFETY: registered in `register_pernet`. The exit callback closes
     // every namespace's sockets; then no receive callback runs any more.
     unsafe {
-        b::unregister_pernet_subsys(PERNET.as_ptr());
+        b::unregister_pernet_device(PERNET.as_ptr());
         b::ferroce_synchronize_net();
     }
 }
@@ -292,12 +298,14 @@ pub(super) fn ensure_sockets<T: Driver>(ndev: &NetDev) -> Result {
     Ok(())
 }
 
-/// The global mutex that serialises socket creation, held while the value
-/// lives.
-struct NetMutex(());
+/// The global mutex that serialises socket creation, and the multicast
+/// attaches and detaches of every device (a group's first attach and its
+/// join on the netdev, or its last detach and the leave, are one step),
+/// held while the value lives. Process context only.
+pub(crate) struct NetMutex(());
 
 impl NetMutex {
-    fn lock() -> Self {
+    pub(crate) fn lock() -> Self {
         // SAFETY: a static mutex, taken in process context (link add).
         unsafe { b::ferroce_net_lock() };
         Self(())

@@ -171,6 +171,13 @@ pub(crate) trait Driver: Sized + 'static {
     fn post_recv(qp: &Qp<'_, Self>, wrs: &mut RecvWrs<'_>) -> Result;
 
     /// A QP's timer fired (softirq context).
+    /// Attaches UD QP `qp` to the multicast group of GID `gid`
+    /// (`ibv_attach_mcast`).
+    fn attach_mcast(qp: &Qp<'_, Self>, gid: &[u8; 16]) -> Result;
+
+    /// Detaches `qp` from the group of `gid` (`ibv_detach_mcast`).
+    fn detach_mcast(qp: &Qp<'_, Self>, gid: &[u8; 16]) -> Result;
+
     fn qp_timer(dev: &Device<Self>, qpn: u32);
 
     /// A QP's work item runs (process context).
@@ -243,6 +250,8 @@ impl<T: Driver> Adapter<T> {
         ops.destroy_qp = Some(Self::destroy_qp);
         ops.post_send = Some(Self::post_send);
         ops.post_recv = Some(Self::post_recv);
+        ops.attach_mcast = Some(Self::attach_mcast);
+        ops.detach_mcast = Some(Self::detach_mcast);
         ops.size_ib_qp = Object::<b::ib_qp, T::Qp>::SIZE;
     }
 
@@ -681,6 +690,25 @@ impl<T: Driver> Adapter<T> {
                 Ok(())
             })
         })
+    }
+
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
+    unsafe extern "C" fn attach_mcast(ibqp: *mut b::ib_qp, gid: *mut b::ib_gid, _lid: u16) -> c_int {
+        // SAFETY: a live QP; the GID (16 bytes, valid for any bits) is the
+        // core's for the call.
+        let (qp, gid) = unsafe { (Qp::<T>::from_core(ibqp), (*gid).raw) };
+        errno(T::attach_mcast(&qp, &gid))
+    }
+
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
+    unsafe extern "C" fn detach_mcast(ibqp: *mut b::ib_qp, gid: *mut b::ib_gid, _lid: u16) -> c_int {
+        // SAFETY: as in `attach_mcast`.
+        let (qp, gid) = unsafe { (Qp::<T>::from_core(ibqp), (*gid).raw) };
+        errno(T::detach_mcast(&qp, &gid))
     }
 
     /// # Safety

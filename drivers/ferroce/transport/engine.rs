@@ -565,7 +565,11 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let Ok(rx) = packet::parse_headers(pkt) else {
             return RxOutcome::Dropped;
         };
-        if rx.headers.bth.dest_qp != self.qpn || !rx.headers.bth.pkey.matches(super::wire::PKey(self.pkey)) {
+        // A UD QP also takes datagrams to the multicast QP (the caller
+        // hands it only those of a group it is attached to).
+        let to_me = rx.headers.bth.dest_qp == self.qpn
+            || (self.ty == QpType::Ud && rx.headers.bth.dest_qp == super::mcast::MULTICAST_QPN);
+        if !to_me || !rx.headers.bth.pkey.matches(super::wire::PKey(self.pkey)) {
             return RxOutcome::Dropped;
         }
         match self.ty {

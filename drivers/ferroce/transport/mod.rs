@@ -29,6 +29,7 @@
 pub mod engine;
 pub mod error;
 pub mod linger;
+pub mod mcast;
 pub mod memory;
 pub mod qp;
 pub mod rc;

@@ -319,6 +319,8 @@ static CONTEXT_OPS: Shared<verbs_context_ops> = Shared({
     ops.query_srq = Some(srq::query_srq);
     ops.destroy_srq = Some(srq::destroy_srq);
     ops.post_srq_recv = Some(srq::post_srq_recv);
+    ops.attach_mcast = Some(attach_mcast);
+    ops.detach_mcast = Some(detach_mcast);
     ops
 });
 
@@ -400,6 +402,19 @@ unsafe extern "C" fn query_device_ex(
     let mut resp_size = size_of::<ib_uverbs_ex_query_device_resp>();
     // SAFETY: arguments forwarded from libibverbs; resp is a sized buffer.
     unsafe { ibv_cmd_query_device_any(context, input, attr, attr_size, &mut resp, &mut resp_size) }
+}
+
+/// `ibv_attach_mcast`: the kernel keeps the group table (a system call;
+/// attaching is a control-path verb).
+unsafe extern "C" fn attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+    // SAFETY: arguments forwarded from libibverbs.
+    unsafe { ibv_cmd_attach_mcast(qp, gid, lid) }
+}
+
+/// `ibv_detach_mcast`.
+unsafe extern "C" fn detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+    // SAFETY: arguments forwarded from libibverbs.
+    unsafe { ibv_cmd_detach_mcast(qp, gid, lid) }
 }
 
 unsafe extern "C" fn query_port(context: *mut ibv_context, port: u8, attr: *mut ibv_port_attr) -> c_int {

@@ -352,3 +352,52 @@ fn refused_ring_wqe_moves_qp_to_err_after_flushing_the_queue() {
     );
     assert!(a.poll_send_cq().is_none());
 }
+
+/// A datagram to the multicast QP (0xFFFFFF): a UD QP takes it (the driver
+/// hands it only to the QPs attached to the destination group); any other
+/// destination QP than its own or the multicast one is dropped, and a
+/// connected QP never takes a multicast packet.
+#[test]
+fn ud_multicast_qpn_is_taken_by_ud_qps_only() {
+    use ferroce_transport::mcast::MULTICAST_QPN;
+    let craft_to = |dest: u32| {
+        let mut h = Headers::bth_only(Opcode::UD_SEND_ONLY, 0xffff, dest, Psn::new(9));
+        h.deth = Some(DethRepr { q_key: QKEY, src_qp: 0x33 });
+        let mut buf = vec![0u8; 256];
+        let hl = packet::emit_headers(&h, 4, &mut buf).unwrap();
+        buf[hl..hl + 4].copy_from_slice(b"mcst");
+        let n = packet::finish(&mut buf, hl, 4).unwrap();
+        buf.truncate(n);
+        buf
+    };
+    let mut u = setup();
+    u.b.post_recv(&recv_wr(1, &[(0x9000, 1100, u.dst)])).unwrap();
+    u.b.post_recv(&recv_wr(2, &[(0x9000 + 1100, 1100, u.dst)])).unwrap();
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &craft_to(0x21)), RxOutcome::Dropped, "another QP's datagram");
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &craft_to(MULTICAST_QPN)), RxOutcome::Accepted);
+    let (_, recv) = all_cqes(&mut u.b);
+    assert_eq!(recv.len(), 1);
+    assert_eq!((recv[0].wr_id, recv[0].status, recv[0].src_qp, recv[0].byte_len), (1, WcStatus::Success, 0x33, 40 + 4));
+    // The Q_Key rule holds for multicast as for unicast.
+    let mut bad = craft_to(MULTICAST_QPN);
+    let mut h = Headers::bth_only(Opcode::UD_SEND_ONLY, 0xffff, MULTICAST_QPN, Psn::new(9));
+    h.deth = Some(DethRepr { q_key: QKEY ^ 1, src_qp: 0x33 });
+    let hl = packet::emit_headers(&h, 4, &mut bad).unwrap();
+    let n = packet::finish(&mut bad, hl, 4).unwrap();
+    bad.truncate(n);
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &bad), RxOutcome::Dropped);
+    assert_eq!(u.b.recv_queue_len(), 1, "no WQE used by the wrong Q_Key");
+    // An RC or UC QP: the multicast QP is not its number.
+    let mut rc = rc_qp(0x40, 0x41, RcParams::default(), 0, 0);
+    let mut mrc = VecMemory::default();
+    let d = mrc.register(PD, 0x9000, 4096, access::LOCAL_WRITE);
+    rc.post_recv(&recv_wr(5, &[(0x9000, 1000, d)])).unwrap();
+    let mut h = Headers::bth_only(Opcode::RC_SEND_ONLY, 0xffff, MULTICAST_QPN, Psn::new(0));
+    h.deth = None;
+    let mut p = vec![0u8; 256];
+    let hl = packet::emit_headers(&h, 4, &mut p).unwrap();
+    let n = packet::finish(&mut p, hl, 4).unwrap();
+    p.truncate(n);
+    assert_eq!(deliver(&mut rc, 0, &mut mrc, &p), RxOutcome::Dropped);
+    assert!(all_cqes(&mut rc).1.is_empty());
+}
