@@ -15,7 +15,8 @@
 # ib_write_bw, ib_read_bw, ib_atomic_bw and ib_write_lat; then, connected
 # through rdma_cm (the GSI QPs exchange the CM's MADs) to the server's IPv4,
 # then IPv6 address, rping -V, and ib_send_bw -R (IPv4 only: perftest
-# resolves no IPv6 address with -R). Then, with netem
+# resolves no IPv6 address with -R), and mckey (UD multicast through
+# rdma_cm, the client sending to a group the server joined). Then, with netem
 # loss, delay and reordering on the client's eth1, ibv_rc_pingpong -c,
 # ib_write_bw and ib_read_bw over IPv4.
 #
@@ -129,6 +130,10 @@ for v in 4 6; do
 		"clean $v ib_write_bw/UC ib_write_bw -c UC -s $BW -n $N")
 	# perftest resolves only IPv4 addresses with -R
 	[ $v = 4 ] && STEPS+=("clean $v ib_send_bw/-R ib_send_bw -R -s $BW -n $N")
+	# UD multicast through rdma_cm (issue 19): the server receives what the
+	# client sends to the group (IPv4: the kernel's rdma_cm joins no IPv6
+	# group on a RoCE v2 port)
+	[ $v = 4 ] && STEPS+=("clean $v mckey mckey -m 239.77.0.1")
 done
 STEPS+=("netem 4 netem:ibv_rc_pingpong ibv_rc_pingpong -c -n $N -s 4096"
 	"netem 4 netem:ib_write_bw ib_write_bw -n $N"
@@ -161,6 +166,7 @@ server_cmd() {
 	local v=$1 prog=$2; shift 2
 	case $prog in
 	rping) CMD=(rping -s -a "$(selfip $v)" "$@") ;;
+	mckey) CMD=(stdbuf -oL mckey -b "$(selfip $v)" "$@") ;;
 	*) CMD=("$prog" -d $DEV "$(gidflag "$prog")" "$(gid $v)" "$@") ;;
 	esac
 }
@@ -168,6 +174,7 @@ client_cmd() {
 	local v=$1 prog=$2; shift 2
 	case $prog in
 	rping) CMD=(rping -c -a "$(peerip $v)" "$@") ;;
+	mckey) CMD=(stdbuf -oL mckey -b "$(selfip $v)" -s "$@") ;;
 	*) if is_cm "$prog" "$@"; then
 		CMD=("$prog" -d $DEV "$@" "$(peerip $v)")
 	else
@@ -175,6 +182,10 @@ client_cmd() {
 	fi ;;
 	esac
 }
+
+# mckey_joined PID: mckey's receiver has joined its group (it listens on
+# nothing: the sender's datagrams go to the group)
+mckey_joined() { grep -q "joined dgid" /tmp/srv.log; }
 
 # server_step K V PROG ARGS...
 server_step() {
@@ -186,6 +197,7 @@ server_step() {
 		spid=$!
 		lis=listening
 		is_cm "$prog" "$@" && lis=cm_listening
+		[ "$prog" = mckey ] && lis=mckey_joined
 		for i in $(seq 300); do
 			$lis $spid && break
 			kill -0 $spid 2>/dev/null || break
@@ -227,7 +239,7 @@ server_step() {
 # numbers PROG: "NUMBER UNIT" from the client's report
 numbers() {
 	case $1 in
-	rping) echo "- -" ;;
+	rping | mckey) echo "- -" ;;
 	ibv_*) awk '/iters in .* seconds =/ { print $(NF - 1), $NF; f = 1 } END { if (!f) print "- -" }' /tmp/cli.log ;;
 	*_lat) awk '/t_typical/ { getline; print $5, "usec"; f = 1; exit } END { if (!f) print "- -" }' /tmp/cli.log ;;
 	*) awk '/BW average/ { u = $0; sub(/.*BW average\[/, "", u); sub(/\].*/, "", u); sub(/sec$/, "s", u)
@@ -256,6 +268,8 @@ run_ok() {
 	fi
 	case $prog in
 	rping) ! grep -qi mismatch /tmp/cli.log && return 0 ;; # -V compares every ping
+	# the server (receiver) ends only once every message came
+	mckey) grep -q "data transfers complete" /tmp/cli.log && return 0 ;;
 	ibv_*) grep -q "^$n iters in" /tmp/cli.log && return 0 ;;
 	*) grep -Eq "^ *$sz +$n " /tmp/cli.log && return 0 ;;
 	esac
