@@ -35,6 +35,10 @@ int ferroce_copy_to_udata(struct ib_udata *udata, const void *src, size_t len)
 {
 	return ib_copy_to_udata(udata, (void *)src, len);
 }
+int ferroce_copy_from_udata(void *dst, struct ib_udata *udata, size_t len)
+{
+	return ib_copy_from_udata(dst, udata, len);
+}
 size_t ferroce_udata_outlen(const struct ib_udata *udata) { return udata ? udata->outlen : 0; }
 size_t ferroce_udata_inlen(const struct ib_udata *udata) { return udata ? udata->inlen : 0; }
 

@@ -28,6 +28,7 @@ enum ib_mtu ferroce_ib_mtu_int_to_enum(int mtu);
 void ferroce_mark_name_assigned_by_user(struct ib_device *ibdev);
 void ferroce_eui48_to_guid(__be64 *guid, const u8 *mac);
 int ferroce_copy_to_udata(struct ib_udata *udata, const void *src, size_t len);
+int ferroce_copy_from_udata(void *dst, struct ib_udata *udata, size_t len);
 size_t ferroce_udata_outlen(const struct ib_udata *udata);
 size_t ferroce_udata_inlen(const struct ib_udata *udata);
 

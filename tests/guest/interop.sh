@@ -11,8 +11,9 @@
 # IPv4): ibv_ud_pingpong, ibv_rc_pingpong -c, ibv_uc_pingpong -c and
 # ib_write_bw -c UC (IPv4 GIDs), ib_send_bw (RC, and UD),
 # ib_write_bw, ib_read_bw, ib_atomic_bw (both atomics) and ib_write_lat;
-# rc_integrity with one device of each kind in one process; mckey (UD
-# multicast through rdma_cm) both ways over IPv4; a capture on vb
+# rc_integrity with one device of each kind in one process; UD multicast
+# both ways (userspace/tests/mcast.c over IPv4 and IPv6 groups; mckey
+# through rdma_cm from ferroce to rxe); a capture on vb
 # of the pingpongs, in which every packet ferroce sent must decode without a
 # malformed-packet or expert warning and carry a correct ICRC; then netem
 # loss, delay and reordering on vb, under which ibv_rc_pingpong -c and
@@ -292,17 +293,34 @@ for v in 4 6; do
 	ROWS+=("rxe<->ferroce|rc_integrity --qps 2 --ops 400|IPv$v|$r|$((SECONDS - t0))|$(sed -n 's/^summary: //p' /tmp/rci.log)")
 done
 
-# 3b. UD multicast through rdma_cm: mckey, each driver receiving what the
-# other sends to the group (librdmacm attaches the QPs; the kernel joins
-# the IP group on the netdev)
-# (IPv4: the kernel's rdma_cm joins no IPv6 group on a RoCE v2 port)
-for d in "fr rxe" "rxe fr"; do
-	set -- $d
-	t0=$SECONDS before=$_fails
-	check "${NAME[$1]}->${NAME[$2]} mckey: UD multicast to 239.66.0.4" mckey_pair "${NS[$2]}" "${IP[$2]}" "${NS[$1]}" "${IP[$1]}" 239.66.0.4
-	r=pass; [ "$_fails" = "$before" ] || r=FAIL
-	ROWS+=("${NAME[$1]}->${NAME[$2]}|mckey -m 239.66.0.4|IPv4|$r|$((SECONDS - t0))|$(grep -c "joined dgid" /tmp/srv.log) join")
+# 3b. UD multicast: each driver receiving what the other sends to a group,
+# through the verbs (userspace/tests/mcast.c recv and send) over IPv4 and
+# IPv6 groups, and through rdma_cm with mckey (IPv4: the kernel's rdma_cm
+# joins no IPv6 group on a RoCE v2 port) from ferroce to rdma_rxe. Not
+# mckey from rdma_rxe: mckey's sender destroys its QP as soon as it has
+# posted its sends, and rdma_rxe, which sends a process's work requests
+# from a work item, then sends none of them (its sent_pkts does not move)
+# rdma_rxe joins no IP group when one of its QPs attaches (ferroce joins it
+# on its netdev, as a socket would; through rdma_cm the kernel's CM joins
+# it for either): for the verbs runs the group is joined on rxe's netdev by
+# hand, or the IP stack would drop the datagrams before rxe sees them
+ip -n a addr add 239.66.0.5/32 dev va autojoin
+ip -n a -6 addr add ff0e::66:5/128 dev va autojoin
+for v in 4 6; do
+	for d in "fr rxe" "rxe fr"; do
+		set -- $d
+		if [ $v = 4 ]; then grp=239.66.0.5; else grp=ff0e::66:5; fi
+		t0=$SECONDS before=$_fails
+		check "${NAME[$1]}->${NAME[$2]} UD multicast to $grp (mcast send/recv, IPv$v GIDs)" \
+			mcast_pair "${NS[$2]}" "${DEV[$2]}" "${GID[$2$v]}" "${NS[$1]}" "${DEV[$1]}" "${GID[$1$v]}" "$grp"
+		r=pass; [ "$_fails" = "$before" ] || r=FAIL
+		ROWS+=("${NAME[$1]}->${NAME[$2]}|mcast send/recv $grp|IPv$v|$r|$((SECONDS - t0))|$(grep -c "^ok" /tmp/srv.log) receiver checks passed")
+	done
 done
+t0=$SECONDS before=$_fails
+check "ferroce->rxe mckey: UD multicast through rdma_cm to 239.66.0.4" mckey_pair "${NS[rxe]}" "${IP[rxe]}" "${NS[fr]}" "${IP[fr]}" 239.66.0.4
+r=pass; [ "$_fails" = "$before" ] || r=FAIL
+ROWS+=("ferroce->rxe|mckey -m 239.66.0.4|IPv4|$r|$((SECONDS - t0))|$(grep -c "joined dgid" /tmp/srv.log) join")
 
 counters frb >/tmp/c1.frb; counters rxa >/tmp/c1.rxa
 echo "clean link done after $SECONDS s; counters that changed on the clean link:"

@@ -174,6 +174,35 @@ mckey_pair() {
 	[ $c = 0 ] && [ $s = 0 ] && grep -q "data transfers complete" /tmp/srv.log
 }
 
+# mcast_pair RECV_NS RECV_DEV RECV_GID SEND_NS SEND_DEV SEND_GID GROUP: UD
+# multicast between two devices (of any driver) through the verbs
+# (userspace/tests/mcast.c recv and send): the receiver attaches a QP to
+# GROUP and, once it has, the sender sends to it and waits for its
+# completions; the receiver must get every datagram intact. Logs
+# /tmp/srv.log (receiver) and /tmp/cli.log (sender).
+mcast_pair() {
+	local rns=$1 rdev=$2 rgid=$3 sns=$4 sdev=$5 sgid=$6 group=$7 i c s
+	rm -f /tmp/srv.log /tmp/cli.log
+	${rns:+ip netns exec $rns} timeout 90 build/userspace/tests/mcast "$rdev" "$rgid" "$group" recv >/tmp/srv.log 2>&1 &
+	local rpid=$!
+	for i in $(seq 300); do
+		grep -q "^joined" /tmp/srv.log && break
+		kill -0 $rpid 2>/dev/null || break
+		sleep 0.1
+	done
+	if grep -q "^joined" /tmp/srv.log; then
+		${sns:+ip netns exec $sns} timeout 60 build/userspace/tests/mcast "$sdev" "$sgid" "$group" send >/tmp/cli.log 2>&1
+		c=$?
+	else
+		c=99
+	fi
+	wait_pid $rpid 70
+	s=$?
+	echo "--- sender $sdev (exit $c)"; cat /tmp/cli.log
+	echo "--- receiver $rdev (exit $s)"; cat /tmp/srv.log
+	[ $c = 0 ] && [ $s = 0 ]
+}
+
 # veth_namespaces: namespaces a and b joined by a veth pair, va (10.66.0.1/24)
 # in a and vb (10.66.0.2/24) in b, up, with their loopback devices
 veth_namespaces() {

@@ -35,14 +35,12 @@ declare -A FLOOR=(
 
 # Tests rdma_rxe passes there that ferroce does not offer yet, each with its
 # reason; each lowers its module's floor by one (on ferroce), and must skip,
-# not fail: memory windows, ATOMIC_WRITE and FLUSH are issue 20's, SRQ
-# resize what remains of issue 19.
+# not fail: memory windows, ATOMIC_WRITE and FLUSH (issue 20).
 declare -A LATER=(
 	[tests.test_qpex.QpExTestCase.test_qp_ex_rc_atomic_write]="ATOMIC_WRITE (issue 20)"
 	[tests.test_qpex.QpExTestCase.test_qp_ex_rc_bind_mw]="memory windows (issue 20)"
 	[tests.test_qpex.QpExTestCase.test_qp_ex_rc_flush]="FLUSH (issue 20)"
 	[tests.test_qpex.QpExTestCase.test_qp_ex_rc_flush_type_violate]="FLUSH (issue 20)"
-	[tests.test_srq.SrqTestCase.test_resize_srq]="SRQ resize (issue 19, not yet)"
 )
 
 case $DRV in

@@ -75,6 +75,9 @@ check "the extended verbs API: ibv_wr_* on RC, UC and UD, extended CQs (wr_ex)" 
 # Affiliated asynchronous events: last WQE reached (a QP on an SRQ in ERR),
 # SQ drained, and the responder's access and invalid-request errors
 check "QP asynchronous events (qp_events)" build/userspace/tests/qp_events fr0 "$G"
+# An SRQ resized with receives posted: they stay, in order, and the new
+# size holds more
+check "SRQ resize with receives pending (srq_resize)" build/userspace/tests/srq_resize fr0 "$G"
 # Inline sends on RC (ibv_rc_pingpong uses them when the message fits)
 check "ibv_rc_pingpong -c with 32-byte messages (inline)" \
 	pingpong "" "" 10.0.2.15 ibv_rc_pingpong -d fr0 -g "$G" -c -n 200 -s 32

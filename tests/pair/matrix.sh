@@ -15,8 +15,9 @@
 # ib_write_bw, ib_read_bw, ib_atomic_bw and ib_write_lat; then, connected
 # through rdma_cm (the GSI QPs exchange the CM's MADs) to the server's IPv4,
 # then IPv6 address, rping -V, and ib_send_bw -R (IPv4 only: perftest
-# resolves no IPv6 address with -R), and mckey (UD multicast through
-# rdma_cm, the client sending to a group the server joined). Then, with netem
+# resolves no IPv6 address with -R), and UD multicast, the client sending
+# to a group the server joined (userspace/tests/mcast.c over IPv4 and IPv6,
+# mckey through rdma_cm from a ferroce client). Then, with netem
 # loss, delay and reordering on the client's eth1, ibv_rc_pingpong -c,
 # ib_write_bw and ib_read_bw over IPv4.
 #
@@ -68,6 +69,13 @@ rxe)
 *) echo "usage: $0 client|server ferroce|rxe" >&2; exit 2 ;;
 esac
 modprobe sch_netem
+# rdma_rxe joins no IP group when one of its QPs attaches (ferroce joins it
+# on its netdev, as a socket would): for the verbs multicast runs the
+# groups are joined on rxe's netdev by hand
+if [ $DRV = rxe ]; then
+	ip addr add 239.77.0.2/32 dev eth1 autojoin
+	ip -6 addr add ff0e::77:2/128 dev eth1 autojoin
+fi
 G4=$(wait_gid $DEV "::ffff:${FERROCE_SELF_IP//./\\.}")
 G6=$(wait_gid $DEV "$FERROCE_SELF_IP6")
 echo "$DEV on eth1 ($FERROCE_SELF_IP, $FERROCE_SELF_IP6): GID indices IPv4 $G4, IPv6 $G6"
@@ -130,10 +138,14 @@ for v in 4 6; do
 		"clean $v ib_write_bw/UC ib_write_bw -c UC -s $BW -n $N")
 	# perftest resolves only IPv4 addresses with -R
 	[ $v = 4 ] && STEPS+=("clean $v ib_send_bw/-R ib_send_bw -R -s $BW -n $N")
-	# UD multicast through rdma_cm (issue 19): the server receives what the
-	# client sends to the group (IPv4: the kernel's rdma_cm joins no IPv6
-	# group on a RoCE v2 port)
-	[ $v = 4 ] && STEPS+=("clean $v mckey mckey -m 239.77.0.1")
+	# UD multicast (issue 19): the server receives what the client sends to
+	# a group, through the verbs (userspace/tests/mcast.c recv and send)
+	# and, IPv4 only (the kernel's rdma_cm joins no IPv6 group on a RoCE v2
+	# port), through rdma_cm with mckey. Not mckey from rdma_rxe: mckey's
+	# sender destroys its QP as soon as it has posted, and rdma_rxe, which
+	# sends a process's requests from a work item, then sends none of them
+	if [ $v = 4 ]; then STEPS+=("clean $v mcast mcast 239.77.0.2"); else STEPS+=("clean $v mcast mcast ff0e::77:2"); fi
+	[ $v = 4 ] && [ "$CLIDRV" = ferroce ] && STEPS+=("clean $v mckey mckey -m 239.77.0.1")
 done
 STEPS+=("netem 4 netem:ibv_rc_pingpong ibv_rc_pingpong -c -n $N -s 4096"
 	"netem 4 netem:ib_write_bw ib_write_bw -n $N"
@@ -167,6 +179,7 @@ server_cmd() {
 	case $prog in
 	rping) CMD=(rping -s -a "$(selfip $v)" "$@") ;;
 	mckey) CMD=(stdbuf -oL mckey -b "$(selfip $v)" "$@") ;;
+	mcast) CMD=(build/userspace/tests/mcast $DEV "$(gid $v)" "$@" recv) ;;
 	*) CMD=("$prog" -d $DEV "$(gidflag "$prog")" "$(gid $v)" "$@") ;;
 	esac
 }
@@ -175,6 +188,7 @@ client_cmd() {
 	case $prog in
 	rping) CMD=(rping -c -a "$(peerip $v)" "$@") ;;
 	mckey) CMD=(stdbuf -oL mckey -b "$(selfip $v)" -s "$@") ;;
+	mcast) CMD=(build/userspace/tests/mcast $DEV "$(gid $v)" "$@" send) ;;
 	*) if is_cm "$prog" "$@"; then
 		CMD=("$prog" -d $DEV "$@" "$(peerip $v)")
 	else
@@ -186,6 +200,8 @@ client_cmd() {
 # mckey_joined PID: mckey's receiver has joined its group (it listens on
 # nothing: the sender's datagrams go to the group)
 mckey_joined() { grep -q "joined dgid" /tmp/srv.log; }
+# mcast_joined PID: userspace/tests/mcast's receiver has attached its QP
+mcast_joined() { grep -q "^joined" /tmp/srv.log; }
 
 # server_step K V PROG ARGS...
 server_step() {
@@ -198,6 +214,7 @@ server_step() {
 		lis=listening
 		is_cm "$prog" "$@" && lis=cm_listening
 		[ "$prog" = mckey ] && lis=mckey_joined
+		[ "$prog" = mcast ] && lis=mcast_joined
 		for i in $(seq 300); do
 			$lis $spid && break
 			kill -0 $spid 2>/dev/null || break
@@ -239,7 +256,7 @@ server_step() {
 # numbers PROG: "NUMBER UNIT" from the client's report
 numbers() {
 	case $1 in
-	rping | mckey) echo "- -" ;;
+	rping | mckey | mcast) echo "- -" ;;
 	ibv_*) awk '/iters in .* seconds =/ { print $(NF - 1), $NF; f = 1 } END { if (!f) print "- -" }' /tmp/cli.log ;;
 	*_lat) awk '/t_typical/ { getline; print $5, "usec"; f = 1; exit } END { if (!f) print "- -" }' /tmp/cli.log ;;
 	*) awk '/BW average/ { u = $0; sub(/.*BW average\[/, "", u); sub(/\].*/, "", u); sub(/sec$/, "s", u)
@@ -270,6 +287,7 @@ run_ok() {
 	rping) ! grep -qi mismatch /tmp/cli.log && return 0 ;; # -V compares every ping
 	# the server (receiver) ends only once every message came
 	mckey) grep -q "data transfers complete" /tmp/cli.log && return 0 ;;
+	mcast) return 0 ;; # the receiver checked every datagram (its exit status)
 	ibv_*) grep -q "^$n iters in" /tmp/cli.log && return 0 ;;
 	*) grep -Eq "^ *$sz +$n " /tmp/cli.log && return 0 ;;
 	esac

@@ -5,6 +5,7 @@
  * multicast addresses).
  *
  *   mcast DEVICE GID_INDEX GROUP
+ *   mcast DEVICE GID_INDEX GROUP recv|send
  *
  * GROUP is an IPv4 or IPv6 multicast address; GID_INDEX the source GID of
  * the same family. A sender and three receivers: two attached to the group
@@ -15,6 +16,13 @@
  * a unicast GID or a detach of a QP that is not attached; ENOMEM past
  * max_mcast_qp_attach; EBUSY for a destroy while attached), a process that
  * exits with its QPs attached, and a group made anew after its last QP left.
+ *
+ * With recv or send, one side of a test across devices (another driver's
+ * included): the receiver attaches a QP, prints "joined GROUP" and waits
+ * up to 60 s for N datagrams; the sender, started after that line, sends
+ * them and waits for their completions (mckey's sender does not, and a
+ * driver that sends from a work item, as rdma_rxe does, may lose them when
+ * the sender destroys its QP at once).
  *
  * Prints one "ok - NAME" or "not ok - NAME" line per check (counted by
  * tools/check); exits non-zero when any check failed.
@@ -34,6 +42,7 @@
 
 #define QKEY 0x1c0ffee
 #define MCAST_QPN 0xffffffu
+#define ANY_QPN 0xffffffffu /* receive_round: from any sender */
 #define N 8
 #define LEN 256
 #define SLOT 1024 /* one receive buffer: GRH + payload, with room */
@@ -174,7 +183,8 @@ static int receive_round(struct rq *r, int round, uint32_t src, const union ibv_
 			/* RoCEv2: the GRH is the IPv6 header, or an IPv4 header
 			 * in its last 20 bytes. */
 			int dst_ok = v6 ? !memcmp(g + 24, group->raw, 16) : !memcmp(g + 36, group->raw + 12, 4);
-			int ok = wc.status == IBV_WC_SUCCESS && wc.src_qp == src && (wc.wc_flags & IBV_WC_GRH) &&
+			int ok = wc.status == IBV_WC_SUCCESS && (src == ANY_QPN || wc.src_qp == src) &&
+				 (wc.wc_flags & IBV_WC_GRH) &&
 				 wc.byte_len == LEN + 40 && dst_ok;
 			int i = -1;
 
@@ -214,7 +224,7 @@ int main(int argc, char **argv)
 	int good, other, ret;
 
 	if (argc != 4 && argc != 5) {
-		fprintf(stderr, "usage: mcast DEVICE GID_INDEX GROUP (IPv4 or IPv6 multicast address)\n");
+		fprintf(stderr, "usage: mcast DEVICE GID_INDEX GROUP [recv|send] (GROUP: an IPv4 or IPv6 multicast address)\n");
 		return 2;
 	}
 	gid_index = atoi(argv[2]);
@@ -241,6 +251,37 @@ int main(int argc, char **argv)
 
 	if (ibv_query_device(ctx, &attr))
 		die("ibv_query_device");
+	if (argc == 5 && !strcmp(argv[4], "recv")) {
+		/* one side of a test across devices: attach a QP, say so, and
+		 * wait for the sender's N datagrams */
+		struct rq r0 = make_rq(8);
+
+		ret = ibv_attach_mcast(r0.qp, &group, 0);
+		CHECK("receiver: attach a UD QP to the group", ret == 0, "%s", strerror(err_of(ret)));
+		printf("joined %s\n", argv[3]);
+		fflush(stdout);
+		good = receive_round(&r0, 1, ANY_QPN, &group, 60000, &other);
+		CHECK("receiver: every datagram sent to the group arrives once, intact, with a GRH naming the group",
+		      good == N && other == 0, "%d good, %d other of %d", good, other, N);
+		ret = ibv_detach_mcast(r0.qp, &group, 0);
+		CHECK("receiver: detach", ret == 0, "%s", strerror(err_of(ret)));
+		return failures ? 1 : 0;
+	}
+	if (argc == 5 && !strcmp(argv[4], "send")) {
+		struct ibv_ah_attr sa = {
+			.is_global = 1,
+			.port_num = 1,
+			.grh = { .dgid = group, .sgid_index = (uint8_t)gid_index, .hop_limit = 8 },
+		};
+
+		s = make_qp(scq, IBV_QPT_UD);
+		ah = ibv_create_ah(pd, &sa);
+		if (!ah)
+			die("ibv_create_ah (multicast GID)");
+		int sent = send_round(s, ah, MCAST_QPN, 1);
+		CHECK("sender: N datagrams to the group's multicast QPN complete", sent == N, "%d of %d", sent, N);
+		return failures ? 1 : 0;
+	}
 	if (argc == 5) {
 		/* the child of the exit check: attach, then exit with the QPs
 		 * attached and every object left for the kernel to clean up */

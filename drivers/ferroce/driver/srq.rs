@@ -8,10 +8,9 @@ use super::ferroce::Ferroce;
 use crate::driver::quota::{self, Charge, Kind};
 use crate::rdma::mmap::{UserRing, RQ_WQE_SIZE};
 use crate::rdma::object::{Srq, SrqRef};
-use crate::rdma::udata::{CreateSrqResp, Udata};
+use crate::rdma::udata::{CreateSrqResp, ModifySrqCmd, Udata};
 use crate::rdma::vtable::SrqAttr;
 use crate::rdma::wr::RecvWrs;
-use crate::rdma::eopnotsupp;
 use crate::driver::ferroce::FerroceDevice;
 use crate::driver::tables::{take_unused, SrqEntry, MAX_QP_WR};
 use crate::transport::verbs::{RecvWqe, MAX_SGE};
@@ -62,7 +61,9 @@ pub(super) fn create(
     Ok(SrqData { index: index as u32, _charge: charge })
 }
 
-/// Arms the limit event. Resizing is refused (verbs lets a device refuse).
+/// Resizes the SRQ (`resize`: to at least `attr.max_wr`, keeping the
+/// receive WQEs posted and not yet taken, in order; fewer entries than
+/// those is `EINVAL`) and/or arms the limit event.
 pub(super) fn modify(
     srq: &Srq<'_, Ferroce>,
     attr: &SrqAttr,
@@ -70,13 +71,44 @@ pub(super) fn modify(
     limit: bool,
     udata: &mut Udata<'_, Ferroce>,
 ) -> Result {
-    udata.refuse_driver_data()?;
-    if resize {
-        return Err(eopnotsupp());
-    }
+    let cmd = udata.request::<ModifySrqCmd>()?;
     let dev = srq.device();
+    let index = srq.data().index();
+    if resize {
+        if attr.max_wr == 0 || attr.max_wr > MAX_QP_WR {
+            return Err(EINVAL);
+        }
+        if udata.is_user() {
+            // A process's SRQ: a new ring, the pending WQEs moved into it,
+            // its place written where the provider said (the command has
+            // no response); the old ring is unmapped after the lock.
+            let cmd = cmd.ok_or(EINVAL)?;
+            let ring = UserRing::new(udata, attr.max_wr, RQ_WQE_SIZE)?;
+            udata.write_user(cmd.ring_map_addr, &ring.map())?;
+            let old = {
+                let mut st = dev.state.lock();
+                let s = st.srqs.get_mut(index).and_then(|x| x.as_deref_mut()).ok_or(EINVAL)?;
+                if limit && attr.srq_limit > ring.entries() {
+                    return Err(EINVAL);
+                }
+                s.replace_user_ring(ring).map_err(|_unused| EINVAL)?
+            };
+            drop(old);
+        } else {
+            let ring = SrqEntry::alloc_ring(attr.max_wr as usize)?;
+            let old = {
+                let mut st = dev.state.lock();
+                let s = st.srqs.get_mut(index).and_then(|x| x.as_deref_mut()).ok_or(EINVAL)?;
+                if limit && attr.srq_limit > attr.max_wr {
+                    return Err(EINVAL);
+                }
+                s.replace_ring(ring).map_err(|_unused| EINVAL)?
+            };
+            drop(old);
+        }
+    }
     let mut st = dev.state.lock();
-    let s = st.srqs.get_mut(srq.data().index()).and_then(|x| x.as_deref_mut()).ok_or(EINVAL)?;
+    let s = st.srqs.get_mut(index).and_then(|x| x.as_deref_mut()).ok_or(EINVAL)?;
     if limit {
         if attr.srq_limit as usize > s.max_wr() {
             return Err(EINVAL);

@@ -441,11 +441,58 @@ impl Drop for SrqEntry {
 
 impl SrqEntry {
     pub(crate) fn new(srq: SrqRef, max_wr: usize, max_sge: u32, limit: u32) -> Result<KBox<Self>> {
+        let ring = Self::alloc_ring(max_wr)?;
+        Ok(KBox::new(Self { back: None, ring, head: 0, len: 0, max_sge, limit, users: 0, srq, user: None, taken: 0 }, GFP_KERNEL_ACCOUNT)?)
+    }
+
+    /// The WQE slots of a kernel consumer's SRQ.
+    pub(crate) fn alloc_ring(max_wr: usize) -> Result<KVVec<RecvWqe>> {
         let mut ring = KVVec::with_capacity(max_wr, GFP_KERNEL_ACCOUNT)?;
         for _ in 0..max_wr {
             ring.push(RecvWqe::default(), GFP_KERNEL_ACCOUNT)?;
         }
-        Ok(KBox::new(Self { back: None, ring, head: 0, len: 0, max_sge, limit, users: 0, srq, user: None, taken: 0 }, GFP_KERNEL_ACCOUNT)?)
+        Ok(ring)
+    }
+
+    /// A kernel consumer's SRQ resized: its WQEs move, in order, into
+    /// `ring`; the old slots come back (to be freed after the lock).
+    /// `Err(ring)` when `ring` cannot hold them (or this is a process's SRQ).
+    pub(crate) fn replace_ring(&mut self, mut ring: KVVec<RecvWqe>) -> core::result::Result<KVVec<RecvWqe>, KVVec<RecvWqe>> {
+        if self.user.is_some() || self.len > ring.len() {
+            return Err(ring);
+        }
+        let cap = self.ring.len();
+        for (i, slot) in ring.iter_mut().take(self.len).enumerate() {
+            if let Some(w) = self.ring.get((self.head + i) % cap.max(1)) {
+                *slot = *w;
+            }
+        }
+        self.head = 0;
+        Ok(core::mem::replace(&mut self.ring, ring))
+    }
+
+    /// A process's SRQ resized: the WQEs it posted that were not taken yet
+    /// are copied, in order, into `new`'s first slots (validated when taken,
+    /// as every WQE of the ring), and `new` starts with cons 0 and prod
+    /// their number. The old ring comes back (unmapped after the lock).
+    /// `Err(new)` when `new` cannot hold them. A producer index that claims
+    /// more than the old ring holds moves nothing (it read as empty).
+    pub(crate) fn replace_user_ring(&mut self, new: UserRing) -> core::result::Result<UserRing, UserRing> {
+        let Some(old) = self.user.take() else { return Err(new) };
+        let avail = crate::transport::shared_ring::srq_has_entry(old.prod(), self.taken, old.entries()).unwrap_or(0);
+        if avail > new.entries() {
+            self.user = Some(old);
+            return Err(new);
+        }
+        for i in 0..avail {
+            let w: RingRqWqe = old.read(self.taken.wrapping_add(i));
+            new.write(i, &w);
+        }
+        new.set_cons(0);
+        new.set_prod(avail);
+        self.taken = 0;
+        self.user = Some(new);
+        Ok(old)
     }
 
     /// A process's SRQ, whose WQEs come from `ring`.

@@ -278,6 +278,8 @@ pub(crate) mod device_cap {
     pub(crate) const UD_AV_PORT_ENFORCE: u64 = b::ib_device_cap_flags_IB_DEVICE_UD_AV_PORT_ENFORCE;
     /// Fast registration (REG_MR, LOCAL_INV) and SEND with Invalidate.
     pub(crate) const MEM_MGT_EXTENSIONS: u64 = b::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS;
+    /// An SRQ may be resized (`modify_srq` of `max_wr`).
+    pub(crate) const SRQ_RESIZE: u64 = b::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE;
 }
 
 pub(crate) struct PortAttrs {

@@ -24,6 +24,24 @@ pub(crate) use super::bindings::{
     ferroce_create_srq_resp as CreateSrqResp, ferroce_resize_cq_resp as ResizeCqResp,
 };
 
+/// ferroce's modify-SRQ command: where a resize writes the new ring's
+/// place.
+pub(crate) use super::bindings::ferroce_modify_srq_cmd as ModifySrqCmd;
+/// Where a ring is in the context's mmap space.
+pub(crate) use super::bindings::ferroce_ring_map as RingMap;
+
+/// A driver command that may be read from a process as bytes.
+///
+/// # Safety
+/// The type is a `#[repr(C)]` uapi structure of integers, valid for any
+/// bytes.
+pub(crate) unsafe trait Request: Sized {}
+
+// SAFETY: one `__u64`.
+unsafe impl Request for ModifySrqCmd {}
+// SAFETY: a `__u64` and two `__u32`, no padding (bindgen's layout tests).
+unsafe impl Response for RingMap {}
+
 /// A driver answer that may be copied to a process as bytes.
 ///
 /// # Safety
@@ -122,6 +140,43 @@ impl<'a, T: Driver> Udata<'a, T> {
         // SAFETY: the call's udata (the type invariant).
         let uctx = unsafe { b::ferroce_udata_ucontext(self.raw) };
         (!uctx.is_null()).then_some(uctx)
+    }
+
+    /// The driver command the process sent, `None` when it sent none (a
+    /// kernel consumer, a provider of an older ABI); `EINVAL` when it sent
+    /// some of another size.
+    pub(crate) fn request<R: Request>(&self) -> Result<Option<R>> {
+        // SAFETY: null or the call's udata (the constructor); the helper
+        // answers 0 for null.
+        let len = unsafe { b::ferroce_udata_inlen(self.raw) };
+        if len == 0 {
+            return Ok(None);
+        }
+        if len != core::mem::size_of::<R>() {
+            return Err(EINVAL);
+        }
+        let mut v = core::mem::MaybeUninit::<R>::uninit();
+        // SAFETY: the call's udata, with `len` bytes of input; `v` has room
+        // for them, and any bytes are an `R` (its `Request` contract).
+        unsafe {
+            if b::ferroce_copy_from_udata(v.as_mut_ptr().cast(), self.raw, len) != 0 {
+                return Err(EFAULT);
+            }
+            Ok(Some(v.assume_init()))
+        }
+    }
+
+    /// Copies `v` to the calling process's memory at `addr` (an address
+    /// its provider named in a command that has no response).
+    pub(crate) fn write_user<R: Response>(&self, addr: u64, v: &R) -> Result {
+        if self.raw.is_null() {
+            return Err(EINVAL);
+        }
+        let ptr = kernel::uaccess::UserPtr::from_addr(addr as usize);
+        let mut w = kernel::uaccess::UserSlice::new(ptr, core::mem::size_of::<R>()).writer();
+        // SAFETY: `R` is plain initialised bytes (its `Response` contract).
+        let bytes = unsafe { core::slice::from_raw_parts(core::ptr::from_ref(v).cast::<u8>(), core::mem::size_of::<R>()) };
+        w.write_slice(bytes)
     }
 
     /// Copies an answer to the process: as much of it as the process made

@@ -79,7 +79,8 @@ struct ferroce_alloc_ucontext_resp {
  * Starting values: a new ring's indices and flags are 0 except an SQ's
  * kflags (FERROCE_RING_NEED_DB: the first post rings); a resized CQ ring
  * starts with cons 0 and prod the number of completions moved into it.
- * SRQs are not resized (modify_srq of max_wr is EOPNOTSUPP).
+ * A resized SRQ ring starts with cons 0 and prod the number of receive
+ * WQEs the kernel moved into it (those posted and not yet taken, in order).
  *
  * A CQ whose ring was full has completions waiting in the kernel; the
  * kernel sets FERROCE_RING_CQ_WAITING in its kflags. A provider that finds
@@ -193,6 +194,17 @@ struct ferroce_create_qp_resp {
 
 struct ferroce_create_srq_resp {
 	struct ferroce_ring_map srq;
+};
+
+/*
+ * Modify SRQ with IBV_SRQ_MAX_WR (a resize): the command has no response,
+ * so the provider names where the kernel writes the new ring's place (a
+ * struct ferroce_ring_map in the caller's memory). The provider holds its
+ * SRQ's lock across the call (no post meanwhile), then maps the new ring
+ * and unmaps the old one. Without this command a resize is EINVAL.
+ */
+struct ferroce_modify_srq_cmd {
+	__aligned_u64 ring_map_addr;
 };
 
 struct ferroce_create_ah_resp {

@@ -1,6 +1,6 @@
 //! Shared receive queues (basic SRQs). Creation, modification (arming
-//! `srq_limit`; the kernel refuses to resize `max_wr`, which would need a
-//! new ring), query and destruction are system calls;
+//! `srq_limit`; resizing `max_wr`, which moves the pending receive WQEs
+//! into a new ring), query and destruction are system calls;
 //! posting receive work requests writes them into the SRQ's ring (see
 //! `ring`), with no doorbell: the kernel takes a receive WQE from the ring
 //! when a message needs one.
@@ -122,17 +122,53 @@ pub(crate) unsafe extern "C" fn create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_i
     }
 }
 
+/// The modify-SRQ command: the core part, then ferroce's (where a resize
+/// writes the new ring's place).
+#[repr(C)]
+struct ModifySrqCmd {
+    core: ibv_modify_srq,
+    drv: ferroce_modify_srq_cmd,
+}
+const _: () = assert!(core::mem::offset_of!(ModifySrqCmd, drv) == size_of::<ibv_modify_srq>());
+
 pub(crate) unsafe extern "C" fn modify_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr, attr_mask: c_int) -> c_int {
     if attr.is_null() || attr_mask & !MODIFY_MASK != 0 {
         return EINVAL;
     }
+    // SAFETY: `srq` is the ibv_srq at offset 0 of a FerroceSrq from
+    // `create_srq`.
+    let s = unsafe { &*srq.cast::<FerroceSrq>() };
+    // Held across the call: no post while the kernel moves the pending
+    // receive WQEs into a new ring.
+    let mut r = lock(&s.ring);
+    // SAFETY: a plain C structure, valid zeroed.
+    let mut map: ferroce_ring_map = unsafe { zeroed_c() };
     // SAFETY: a plain C command structure.
-    let mut cmd: ibv_modify_srq = unsafe { zeroed_c() };
+    let mut cmd: ModifySrqCmd = unsafe { zeroed_c() };
+    cmd.drv.ring_map_addr = core::ptr::addr_of_mut!(map) as u64;
     // SAFETY: `srq` is an SRQ from `create_srq`; attr is the caller's
-    // (checked non-NULL); cmd is a buffer of the size passed. The kernel
-    // arms the limit event (IBV_SRQ_LIMIT) and refuses a resize
-    // (IBV_SRQ_MAX_WR): the ring stays as it was created.
-    unsafe { ibv_cmd_modify_srq(srq, attr, attr_mask, &mut cmd, size_of::<ibv_modify_srq>()) }
+    // (checked non-NULL); cmd is a buffer of the size passed, the driver
+    // part after the core's. On a resize the kernel writes the new ring's
+    // place into `map`, which lives across the call.
+    let ret = unsafe { ibv_cmd_modify_srq(srq, attr, attr_mask, &mut cmd.core, size_of::<ModifySrqCmd>()) };
+    if ret != 0 || attr_mask & IBV_SRQ_MAX_WR as c_int == 0 {
+        return ret;
+    }
+    // SAFETY: the SRQ's context is live; the kernel wrote `map`.
+    match unsafe { ProdRing::map::<ferroce_rq_wqe>((*srq).context, &map) } {
+        Ok(new) => {
+            r.ring.unmap();
+            *r = new;
+            0
+        }
+        // The kernel uses the new ring, which cannot be mapped: posts
+        // fail (no ring) until the SRQ is destroyed.
+        Err(e) => {
+            r.ring.unmap();
+            *r = ProdRing::none();
+            e
+        }
+    }
 }
 
 pub(crate) unsafe extern "C" fn query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_int {
