@@ -4,7 +4,7 @@
 # pair across network namespaces with a tshark capture, the UD rules of the
 # IBTA seen from outside (userspace/tests/ud_rules.c), bad verbs input, and
 # UD multicast (userspace/tests/mcast.c on one device over IPv4 and IPv6,
-# mckey between the namespaces).
+# mckey between the namespaces), and UD QPs on an SRQ (srq_ud.c).
 . "$(dirname "$0")/lib.sh"
 
 check "rdma link add fr0" rdma link add fr0 type ferroce netdev eth0
@@ -35,6 +35,7 @@ ip route del default 2>/dev/null
 ip -6 route flush default 2>/dev/null
 check "UD rules and bad input over IPv4 (ud_rules)" build/userspace/tests/ud_rules fr0 "$G4"
 check "UD rules and bad input over IPv6 (ud_rules)" build/userspace/tests/ud_rules fr0 "$G6"
+check "UD QPs on a shared receive queue (srq_ud)" build/userspace/tests/srq_ud fr0 "$G4"
 check "UD multicast on one device over IPv4 (mcast, group 239.1.2.3)" build/userspace/tests/mcast fr0 "$G4" 239.1.2.3
 check "UD multicast on one device over IPv6 (mcast, group ff0e::1:2:3)" build/userspace/tests/mcast fr0 "$G6" ff0e::1:2:3
 stats=$(rdma statistic show link fr0/1)

@@ -161,16 +161,10 @@ pub(super) fn rx_locked(
         // out of the SRQ (IBTA: an SRQ's WQEs stay there until a message
         // consumes one): a duplicate, or a packet ahead of the expected
         // PSN, must not move one into this QP, where a reset or destroy
-        // would lose it.
-        use crate::transport::qp::QpState;
-        let bth = crate::transport::wire::Bth::new_checked(transport).ok();
-        let needs = bth
-            .as_ref()
-            .and_then(|h| h.opcode().info().ok())
-            .is_some_and(|i| i.is_request() && i.consumes_recv_wqe());
-        let next = bth.as_ref().is_some_and(|h| h.psn() == e.qp.expected_psn())
-            && !matches!(e.qp.state(), QpState::Reset | QpState::Init | QpState::Err);
-        if needs && next && e.qp.recv_queue_len() == 0 {
+        // would lose it; nor may a datagram the UD QP will drop (a wrong
+        // Q_Key) hold one back from the SRQ's other QPs.
+        let take = e.qp.takes_srq_wqe(transport);
+        if take && e.qp.recv_queue_len() == 0 {
             if let Some(srq) = st.srqs.get_mut(si).and_then(|x| x.as_deref_mut()) {
                 if let Some((w, fire)) = srq.take() {
                     match w {

@@ -546,6 +546,29 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         self.resp.epsn
     }
 
+    /// Whether a packet for this QP, attached to an SRQ, should take the
+    /// SRQ's next receive WQE (the glue asks when the QP holds none): it is
+    /// a request that consumes one, the QP receives, and the message will be
+    /// executed. RC: its PSN is the one expected (no duplicate, nothing
+    /// ahead). UD: its Q_Key is the QP's and it fits the path MTU (what
+    /// `ud_receive` drops takes nothing away from the other QPs).
+    pub fn takes_srq_wqe(&self, pkt: &[u8]) -> bool {
+        let Ok(rx) = packet::parse_headers(pkt) else { return false };
+        if !(rx.info.is_request() && rx.info.consumes_recv_wqe())
+            || matches!(self.state, QpState::Reset | QpState::Init | QpState::Err)
+        {
+            return false;
+        }
+        match self.ty {
+            QpType::Ud => {
+                rx.info.transport == super::wire::Transport::Ud
+                    && rx.headers.deth.is_some_and(|d| d.q_key == self.attr.qkey)
+                    && rx.payload.len() <= self.pmtu() as usize
+            }
+            QpType::Rc | QpType::Uc => rx.headers.bth.psn == self.resp.epsn,
+        }
+    }
+
     /// RC: the peer's QPN (`dest_qp_num`), without copying the attributes
     /// (the glue checks it for every packet of its direct path).
     pub fn dest_qp_num(&self) -> u32 {

@@ -401,3 +401,28 @@ fn ud_multicast_qpn_is_taken_by_ud_qps_only() {
     assert_eq!(deliver(&mut rc, 0, &mut mrc, &p), RxOutcome::Dropped);
     assert!(all_cqes(&mut rc).1.is_empty());
 }
+
+/// A UD QP on an SRQ takes the SRQ's next receive WQE only for a datagram
+/// it will accept: not one with another Q_Key, longer than the path MTU, or
+/// arriving before the QP receives (the glue asks before it moves a WQE).
+#[test]
+fn ud_takes_an_srq_wqe_only_for_a_datagram_it_accepts() {
+    let craft = |qkey: u32, len: usize| {
+        let mut h = Headers::bth_only(Opcode::UD_SEND_ONLY, 0xffff, 0x20, Psn::new(77));
+        h.deth = Some(DethRepr { q_key: qkey, src_qp: 0x33 });
+        let mut buf = vec![0u8; 8192];
+        let hl = packet::emit_headers(&h, len, &mut buf).unwrap();
+        let n = packet::finish(&mut buf, hl, len).unwrap();
+        buf.truncate(n);
+        buf
+    };
+    let u = setup();
+    assert!(u.b.takes_srq_wqe(&craft(QKEY, 64)), "any PSN: UD has no sequence");
+    assert!(!u.b.takes_srq_wqe(&craft(QKEY ^ 1, 64)), "wrong Q_Key");
+    assert!(!u.b.takes_srq_wqe(&craft(QKEY, 1024 + 4)), "longer than the path MTU (1024)");
+    assert!(!u.b.takes_srq_wqe(&[0u8; 3]), "not a packet");
+    let mut fresh = setup();
+    let reset = ferroce_transport::qp::QpAttr { qp_state: QpState::Reset, ..Default::default() };
+    fresh.b.modify(&reset, ferroce_transport::qp::mask::STATE).unwrap();
+    assert!(!fresh.b.takes_srq_wqe(&craft(QKEY, 64)), "a QP in RESET receives nothing");
+}
