@@ -288,9 +288,13 @@ int main(int argc, char **argv)
 		union ibv_gid full = group;
 
 		full.raw[15] ^= 0x55;
-		for (int i = 0; i < attr.max_mcast_qp_attach; i++)
-			if (ibv_attach_mcast(make_qp(scq, IBV_QPT_UD), &full, 0))
+		for (int i = 0; i < attr.max_mcast_qp_attach; i++) {
+			struct ibv_qp *qp = make_qp(scq, IBV_QPT_UD);
+
+			/* the first under a second LID too (two attachments) */
+			if (ibv_attach_mcast(qp, &full, 0) || (!i && ibv_attach_mcast(qp, &full, 0xc001)))
 				die("ibv_attach_mcast (child)");
+		}
 		_exit(0);
 	}
 	CHECK("query_device: max_mcast_grp, max_mcast_qp_attach and max_total_mcast_qp_attach are offered",
@@ -386,6 +390,17 @@ int main(int argc, char **argv)
 		if (ibv_destroy_qp(many[i]))
 			die("ibv_destroy_qp");
 
+	/* One GID under two LIDs: the RDMA core counts two attachments (RoCE
+	 * ignores the LID), each with its detach, and only then may the QP go. */
+	struct ibv_qp *two = make_qp(scq, IBV_QPT_UD);
+	int a1 = ibv_attach_mcast(two, &full, 0), a2 = ibv_attach_mcast(two, &full, 0xc001);
+	int d1 = ibv_detach_mcast(two, &full, 0), d2 = ibv_detach_mcast(two, &full, 0xc001);
+	int x = ibv_destroy_qp(two);
+
+	CHECK("a QP attached to one group under two LIDs detaches twice, then is destroyed",
+	      !a1 && !a2 && !d1 && !d2 && !x, "attach %d %d, detach %d %d, destroy %s", a1, a2, d1, d2,
+	      x ? strerror(err_of(x)) : "ok");
+
 	/* A process that exits with its QPs attached leaves the group to the
 	 * others: its QPs are detached on the way out. */
 	int status = -1;
@@ -402,7 +417,7 @@ int main(int argc, char **argv)
 		many[i] = make_qp(scq, IBV_QPT_UD);
 	while (n < max && !ibv_attach_mcast(many[n], &full, 0))
 		n++;
-	CHECK("after a process exits with max_mcast_qp_attach QPs attached, the group takes as many again",
+	CHECK("after a process exits with max_mcast_qp_attach QPs attached (one under two LIDs), the group takes as many again",
 	      WIFEXITED(status) && WEXITSTATUS(status) == 0 && n == max, "child status %#x, %d of %d attached",
 	      status, n, max);
 	for (int i = 0; i < n; i++)

@@ -35,7 +35,8 @@ fn errno(e: McastError) -> Error {
 /// Attaches UD QP `qp` to the group of `gid`: `EINVAL` for another QP type
 /// or a GID that is not multicast, `ENOMEM` when the group is full, every
 /// group is in use or the user holds its quota of attachments. Attaching
-/// twice is no error and changes nothing.
+/// twice is no error: the QP holds two attachments (the RDMA core counts
+/// one per call that succeeded, and each needs its detach).
 pub(super) fn attach(qp: &Qp<'_, Ferroce>, gid: &[u8; 16]) -> Result {
     let dev = qp.device();
     let qpn = qp.qpn();
@@ -53,10 +54,10 @@ pub(super) fn attach(qp: &Qp<'_, Ferroce>, gid: &[u8; 16]) -> Result {
         // after it does.
         e.mcast.reserve(1, GFP_ATOMIC)?;
         let made = st.mcast.attach(gid, qpn).map_err(errno)?;
-        if made != Attached::Already {
-            // Cannot fail: room was reserved above.
-            let _ = e.mcast.push_within_capacity(charge);
-        }
+        // One charge per attachment (a QP attached again, under another
+        // LID, holds one more until its detach). Cannot fail: room was
+        // reserved above.
+        let _ = e.mcast.push_within_capacity(charge);
         made
     };
     if made == Attached::NewGroup {

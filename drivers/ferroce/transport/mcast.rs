@@ -17,17 +17,21 @@ pub const MAX_GROUPS: usize = 256;
 /// QPs one group holds at most.
 pub const MAX_QP_ATTACH: usize = 56;
 
-/// One group: its GID and the QPs attached to it.
+/// One group: its GID and the QPs attached to it, each with the number of
+/// its attachments (the RDMA core counts one per (GID, LID) pair, and a
+/// process may attach a QP to one GID under several LIDs: each needs its
+/// detach, or the core's count of the QP's users never reaches 0).
 #[derive(Clone, Copy)]
 pub struct Group {
     gid: [u8; 16],
     n: usize,
     qps: [u32; MAX_QP_ATTACH],
+    refs: [u16; MAX_QP_ATTACH],
 }
 
 impl Group {
     /// A free slot.
-    pub const EMPTY: Group = Group { gid: [0; 16], n: 0, qps: [0; MAX_QP_ATTACH] };
+    pub const EMPTY: Group = Group { gid: [0; 16], n: 0, qps: [0; MAX_QP_ATTACH], refs: [0; MAX_QP_ATTACH] };
 
     fn members(&self) -> &[u32] {
         self.qps.get(..self.n).unwrap_or(&[])
@@ -55,7 +59,8 @@ pub enum Attached {
     NewGroup,
     /// The QP joined a group that had members.
     Joined,
-    /// The QP was attached already: nothing changed.
+    /// The QP was attached already: it holds one more attachment (one
+    /// more detach before it leaves), and receives each datagram once.
     Already,
 }
 
@@ -122,12 +127,18 @@ impl<S: core::ops::DerefMut<Target = [Group]>> Groups<S> {
         match self.find(gid) {
             Ok(i) => {
                 let g = self.slots.get_mut(i).ok_or(McastError::NoGroup)?;
-                if g.members().contains(&qpn) {
+                if let Some(at) = g.members().iter().position(|&q| q == qpn) {
+                    let r = g.refs.get_mut(at).ok_or(McastError::GroupFull)?;
+                    *r = r.checked_add(1).ok_or(McastError::GroupFull)?;
                     return Ok(Attached::Already);
                 }
-                let slot = g.qps.get_mut(g.n).ok_or(McastError::GroupFull)?;
+                let n = g.n;
+                let (Some(slot), Some(r)) = (g.qps.get_mut(n), g.refs.get_mut(n)) else {
+                    return Err(McastError::GroupFull);
+                };
                 *slot = qpn;
-                g.n = g.n.saturating_add(1);
+                *r = 1;
+                g.n = n.saturating_add(1);
                 Ok(Attached::Joined)
             }
             Err(at) => {
@@ -140,8 +151,9 @@ impl<S: core::ops::DerefMut<Target = [Group]>> Groups<S> {
                 let g = span.first_mut().ok_or(McastError::NoGroup)?;
                 *g = Group::EMPTY;
                 g.gid = *gid;
-                if let Some(first) = g.qps.first_mut() {
+                if let (Some(first), Some(r)) = (g.qps.first_mut(), g.refs.first_mut()) {
                     *first = qpn;
+                    *r = 1;
                 }
                 g.n = 1;
                 self.len = end;
@@ -150,13 +162,22 @@ impl<S: core::ops::DerefMut<Target = [Group]>> Groups<S> {
         }
     }
 
-    /// Detaches QP `qpn` from group `gid`. True when the group is gone
-    /// with it (the caller leaves the group on the network device).
+    /// Takes one of QP `qpn`'s attachments to group `gid` away; with its
+    /// last, the QP leaves the group. True when the group is gone with it
+    /// (the caller leaves the group on the network device).
     pub fn detach(&mut self, gid: &[u8; 16], qpn: u32) -> Result<bool, McastError> {
         let i = self.find(gid).map_err(|_| McastError::NotAttached)?;
         let g = self.slots.get_mut(i).ok_or(McastError::NotAttached)?;
         let at = g.members().iter().position(|&q| q == qpn).ok_or(McastError::NotAttached)?;
+        let r = g.refs.get_mut(at).ok_or(McastError::NotAttached)?;
+        *r = r.saturating_sub(1);
+        if *r > 0 {
+            return Ok(false);
+        }
         if let Some(m) = g.qps.get_mut(at..g.n) {
+            m.rotate_left(1);
+        }
+        if let Some(m) = g.refs.get_mut(at..g.n) {
             m.rotate_left(1);
         }
         g.n = g.n.saturating_sub(1);
@@ -226,9 +247,11 @@ mod tests {
         let g = v4(239, 1, 2, 3);
         assert_eq!(t.attach(&g, 17), Ok(Attached::NewGroup));
         assert_eq!(t.attach(&g, 18), Ok(Attached::Joined));
-        assert_eq!(t.attach(&g, 17), Ok(Attached::Already), "a second attach changes nothing");
+        assert_eq!(t.attach(&g, 17), Ok(Attached::Already), "a second attach: one member, two attachments");
         assert_eq!(t.members(&g), &[17, 18]);
         assert_eq!(t.len(), 1);
+        assert_eq!(t.detach(&g, 17), Ok(false));
+        assert_eq!(t.members(&g), &[17, 18], "17 holds one attachment still");
         assert_eq!(t.detach(&g, 17), Ok(false));
         assert_eq!(t.members(&g), &[18]);
         assert_eq!(t.detach(&g, 17), Err(McastError::NotAttached), "detached twice");
@@ -271,7 +294,8 @@ mod tests {
         // A model (a plain list) against the sorted table, for a seeded
         // sequence of attaches and detaches over a few groups and QPs.
         let mut t = table(8);
-        let mut model: Vec<([u8; 16], Vec<u32>)> = Vec::new();
+        // (each member with its count of attachments)
+        let mut model: Vec<([u8; 16], Vec<(u32, u32)>)> = Vec::new();
         let mut x: u32 = 0x1234_5678;
         for _ in 0..5000 {
             x ^= x << 13;
@@ -284,23 +308,27 @@ mod tests {
             if attach {
                 let got = t.attach(&gid, qpn);
                 match m {
-                    Some(i) if model[i].1.contains(&qpn) => assert_eq!(got, Ok(Attached::Already)),
+                    Some(i) if model[i].1.iter().any(|&(q, _)| q == qpn) => {
+                        assert_eq!(got, Ok(Attached::Already));
+                        model[i].1.iter_mut().filter(|(q, _)| *q == qpn).for_each(|(_, r)| *r += 1);
+                    }
                     Some(i) => {
                         assert_eq!(got, Ok(Attached::Joined));
-                        model[i].1.push(qpn);
+                        model[i].1.push((qpn, 1));
                     }
                     None if model.len() == 8 => assert_eq!(got, Err(McastError::NoGroup)),
                     None => {
                         assert_eq!(got, Ok(Attached::NewGroup));
-                        model.push((gid, vec![qpn]));
+                        model.push((gid, vec![(qpn, 1)]));
                     }
                 }
             } else {
                 let got = t.detach(&gid, qpn);
-                match m.filter(|&i| model[i].1.contains(&qpn)) {
+                match m.filter(|&i| model[i].1.iter().any(|&(q, _)| q == qpn)) {
                     None => assert_eq!(got, Err(McastError::NotAttached)),
                     Some(i) => {
-                        model[i].1.retain(|&q| q != qpn);
+                        model[i].1.iter_mut().filter(|(q, _)| *q == qpn).for_each(|(_, r)| *r -= 1);
+                        model[i].1.retain(|&(_, r)| r > 0);
                         let gone = model[i].1.is_empty();
                         if gone {
                             model.remove(i);
@@ -311,10 +339,11 @@ mod tests {
             }
             assert_eq!(t.len(), model.len());
             for (g, qps) in &model {
-                assert_eq!(t.members(g), qps.as_slice());
+                let q: Vec<u32> = qps.iter().map(|&(q, _)| q).collect();
+                assert_eq!(t.members(g), q.as_slice());
             }
             for q in 0..6 {
-                let any = model.iter().any(|(_, qps)| qps.contains(&q));
+                let any = model.iter().any(|(_, qps)| qps.iter().any(|&(x, _)| x == q));
                 assert_eq!(t.group_of(q).is_some(), any);
             }
         }
