@@ -302,14 +302,18 @@ done
 # from a work item, then sends none of them (its sent_pkts does not move)
 # rdma_rxe joins no IP group when one of its QPs attaches (ferroce joins it
 # on its netdev, as a socket would; through rdma_cm the kernel's CM joins
-# it for either): for the verbs runs the group is joined on rxe's netdev by
-# hand, or the IP stack would drop the datagrams before rxe sees them
+# it for either): for the verbs runs the groups rxe receives are joined on
+# its netdev by hand, or the IP stack would drop the datagrams before rxe
+# sees them. (autojoin also makes the group a local address of va: rxe's
+# own datagrams to it would stay in namespace a, so rxe sends to others.)
 ip -n a addr add 239.66.0.5/32 dev va autojoin
 ip -n a -6 addr add ff0e::66:5/128 dev va autojoin
 for v in 4 6; do
 	for d in "fr rxe" "rxe fr"; do
 		set -- $d
-		if [ $v = 4 ]; then grp=239.66.0.5; else grp=ff0e::66:5; fi
+		# the receiver's group: 239.66.0.5 / ff0e::66:5 for rxe, .6 / :6 for ferroce
+		n=5; [ "$2" = fr ] && n=6
+		if [ $v = 4 ]; then grp=239.66.0.$n; else grp=ff0e::66:$n; fi
 		t0=$SECONDS before=$_fails
 		check "${NAME[$1]}->${NAME[$2]} UD multicast to $grp (mcast send/recv, IPv$v GIDs)" \
 			mcast_pair "${NS[$2]}" "${DEV[$2]}" "${GID[$2$v]}" "${NS[$1]}" "${DEV[$1]}" "${GID[$1$v]}" "$grp"

@@ -72,7 +72,9 @@ modprobe sch_netem
 # rdma_rxe joins no IP group when one of its QPs attaches (ferroce joins it
 # on its netdev, as a socket would): for the verbs multicast runs the
 # groups are joined on rxe's netdev by hand
-if [ $DRV = rxe ]; then
+# (server only: autojoin also makes the group a local address, and a client
+# would send its datagrams to itself)
+if [ $DRV = rxe ] && [ $ROLE = server ]; then
 	ip addr add 239.77.0.2/32 dev eth1 autojoin
 	ip -6 addr add ff0e::77:2/128 dev eth1 autojoin
 fi
