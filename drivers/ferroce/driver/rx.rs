@@ -163,8 +163,9 @@ pub(super) fn rx_locked(
         // PSN, must not move one into this QP, where a reset or destroy
         // would lose it; nor may a datagram the UD QP will drop (a wrong
         // Q_Key) hold one back from the SRQ's other QPs.
-        let take = e.qp.takes_srq_wqe(transport);
-        if take && e.qp.recv_queue_len() == 0 {
+        // (asked only when the QP holds no WQE: most packets of a stream
+        // find one there, and the question parses the headers again)
+        if e.qp.recv_queue_len() == 0 && e.qp.takes_srq_wqe(transport) {
             if let Some(srq) = st.srqs.get_mut(si).and_then(|x| x.as_deref_mut()) {
                 if let Some((w, fire)) = srq.take() {
                     match w {
