@@ -294,8 +294,10 @@ mod tests {
         // A model (a plain list) against the sorted table, for a seeded
         // sequence of attaches and detaches over a few groups and QPs.
         let mut t = table(8);
-        // (each member with its count of attachments)
-        let mut model: Vec<([u8; 16], Vec<(u32, u32)>)> = Vec::new();
+        // Each group with its members, each member with its count of
+        // attachments.
+        type Model = Vec<([u8; 16], Vec<(u32, u32)>)>;
+        let mut model: Model = Vec::new();
         let mut x: u32 = 0x1234_5678;
         for _ in 0..5000 {
             x ^= x << 13;
