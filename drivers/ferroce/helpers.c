@@ -349,6 +349,7 @@ void ferroce_timer_shutdown_sync(struct timer_list *t) { timer_shutdown_sync(t);
 
 static struct workqueue_struct *ferroce_wq;
 static struct workqueue_struct *ferroce_qp_wq;
+static struct workqueue_struct *ferroce_comp_wq;
 
 int ferroce_wq_create(void)
 {
@@ -366,11 +367,24 @@ int ferroce_wq_create(void)
 		destroy_workqueue(ferroce_wq);
 		return -ENOMEM;
 	}
+	/*
+	 * Completion handlers of CQs whose vector names another CPU than the
+	 * one a completion came on (ferroce_comp_work_queue_on): per CPU and
+	 * high priority, the nearest a software device has to an interrupt
+	 * bound to a CPU.
+	 */
+	ferroce_comp_wq = alloc_workqueue("ferroce_comp", WQ_PERCPU | WQ_HIGHPRI | WQ_MEM_RECLAIM, 0);
+	if (!ferroce_comp_wq) {
+		destroy_workqueue(ferroce_qp_wq);
+		destroy_workqueue(ferroce_wq);
+		return -ENOMEM;
+	}
 	return 0;
 }
 
 void ferroce_wq_destroy(void)
 {
+	destroy_workqueue(ferroce_comp_wq);
 	destroy_workqueue(ferroce_qp_wq);
 	destroy_workqueue(ferroce_wq);
 }
@@ -408,6 +422,19 @@ void ferroce_qp_work_queue(struct work_struct *w)
 	queue_work_on(target, ferroce_qp_wq, w);
 }
 void ferroce_work_cancel_sync(struct work_struct *w) { cancel_work_sync(w); }
+
+u32 ferroce_num_comp_vectors(void) { return num_possible_cpus(); }
+
+/* Completion vector i's CPU: the i-th online CPU, wrapping, as drivers spread their interrupts. */
+int ferroce_vector_cpu(u32 vector) { return cpumask_local_spread(vector, NUMA_NO_NODE); }
+
+/*
+ * Whether a completion handler bound to `cpu` may run right here: on that
+ * CPU, or the CPU went offline (its handler runs where the completion is).
+ */
+bool ferroce_comp_here(int cpu) { return raw_smp_processor_id() == cpu || !cpu_online(cpu); }
+
+bool ferroce_comp_work_queue_on(struct work_struct *w, int cpu) { return queue_work_on(cpu, ferroce_comp_wq, w); }
 void ferroce_cond_resched(void) { cond_resched(); }
 
 int ferroce_copy_from_user(void *dst, u64 user_addr, size_t len)

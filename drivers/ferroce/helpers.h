@@ -113,6 +113,12 @@ void ferroce_work_queue(struct work_struct *w);
 /* A QP's work item, on a CPU other than the poster's (see helpers.c). */
 void ferroce_qp_work_queue(struct work_struct *w);
 void ferroce_work_cancel_sync(struct work_struct *w);
+/* Completion vectors: one per possible CPU, each bound to an online one. */
+u32 ferroce_num_comp_vectors(void);
+int ferroce_vector_cpu(u32 vector);
+bool ferroce_comp_here(int cpu);
+/* Queues a CQ's handler work on `cpu`; false when it is queued already. */
+bool ferroce_comp_work_queue_on(struct work_struct *w, int cpu);
 void ferroce_cond_resched(void);
 
 /* --- identities --- */

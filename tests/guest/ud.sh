@@ -36,6 +36,39 @@ ip -6 route flush default 2>/dev/null
 check "UD rules and bad input over IPv4 (ud_rules)" build/userspace/tests/ud_rules fr0 "$G4"
 check "UD rules and bad input over IPv6 (ud_rules)" build/userspace/tests/ud_rules fr0 "$G6"
 check "UD QPs on a shared receive queue (srq_ud)" build/userspace/tests/srq_ud fr0 "$G4"
+
+# Completion vectors: one per possible CPU, each CQ's handler run on its
+# vector's CPU. The program runs pinned to another CPU than the vector's,
+# and ftrace shows where the RDMA core's handler of a process's CQ
+# (ib_uverbs_comp_handler) ran.
+possible=$(cat /sys/devices/system/cpu/possible)
+vectors=$(( ${possible##*-} + 1 ))
+check "a UD datagram through a CQ on every vector (comp_vector, $vectors vectors)" \
+	build/userspace/tests/comp_vector fr0 "$G4" "$vectors" -1 20
+T=/sys/kernel/tracing
+# only_on COUNTS CPU: `uniq -c`'s COUNTS name CPU alone, 50 times or more.
+only_on() { [ "$(wc -l <<<"$1")" -eq 1 ] && grep -Eq "^ *([5-9][0-9]|[1-9][0-9]{2,}) 0*$2\$" <<<"$1"; }
+[ -e $T/trace ] || mount -t tracefs nodev $T
+if echo ib_uverbs_comp_handler >$T/set_ftrace_filter 2>/dev/null && echo function >$T/current_tracer; then
+	last=$(( vectors < 2 ? 0 : 1 ))
+	for v in $(seq 0 $last); do
+		for pin in $(seq 0 $last); do
+			echo >$T/trace
+			echo 1 >$T/tracing_on
+			check "a CQ on vector $v, its process on CPU $pin (comp_vector)" \
+				taskset -c "$pin" build/userspace/tests/comp_vector fr0 "$G4" "$vectors" "$v" 50
+			echo 0 >$T/tracing_on
+			cpus=$(sed -n 's/.*\[\([0-9]*\)\].* ib_uverbs_comp_handler.*/\1/p' $T/trace | sort | uniq -c)
+			echo "ib_uverbs_comp_handler calls by CPU:"; echo "$cpus"
+			check "vector $v's handler ran on CPU $v only (process on CPU $pin), at least 50 times" \
+				only_on "$cpus" "$v"
+		done
+	done
+	echo nop >$T/current_tracer
+	echo >$T/set_ftrace_filter
+else
+	check "ftrace can trace ib_uverbs_comp_handler (for the vector checks)" false
+fi
 check "UD multicast on one device over IPv4 (mcast, group 239.1.2.3)" build/userspace/tests/mcast fr0 "$G4" 239.1.2.3
 check "UD multicast on one device over IPv6 (mcast, group ff0e::1:2:3)" build/userspace/tests/mcast fr0 "$G6" ff0e::1:2:3
 stats=$(rdma statistic show link fr0/1)

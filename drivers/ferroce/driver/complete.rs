@@ -90,7 +90,7 @@ impl Notify {
         let n = core::mem::take(&mut self.n);
         for c in self.cqs.iter_mut().take(n).filter_map(Option::take) {
             if call {
-                c.comp_handler();
+                Counted::comp_event(c);
             }
         }
         let nq = core::mem::take(&mut self.nq);

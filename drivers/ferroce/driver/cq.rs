@@ -9,6 +9,7 @@ use super::ferroce::Ferroce;
 use super::complete::{self, Notify};
 use super::sched;
 use crate::driver::quota::{self, Charge, Kind};
+use crate::rdma::cq::num_comp_vectors;
 use crate::rdma::mmap::{UserRing, CQE_SIZE};
 use crate::rdma::object::{Cq, CqRef};
 use crate::rdma::udata::{CreateCqResp, ResizeCqResp, Udata};
@@ -45,7 +46,7 @@ pub(super) fn create(
     if attr.flags != 0 {
         return Err(eopnotsupp());
     }
-    if attr.comp_vector != 0 || attr.cqe == 0 || attr.cqe > MAX_CQE {
+    if attr.comp_vector >= num_comp_vectors() || attr.cqe == 0 || attr.cqe > MAX_CQE {
         return Err(EINVAL);
     }
     udata.refuse_driver_input()?;

@@ -11,6 +11,7 @@
 //! `quota.rs` and the transport engine are safe Rust.
 
 pub(crate) mod bindings;
+pub(crate) mod cq;
 pub(crate) mod mmap;
 pub(crate) mod mr;
 pub(crate) mod net;
@@ -431,7 +432,7 @@ impl<T: Driver> Device<T> {
             | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SRQ_RECV);
         ib.node_type = b::RDMA_NODE_IB_CA as u8;
         ib.phys_port_cnt = 1;
-        ib.num_comp_vectors = 1;
+        ib.num_comp_vectors = c_int::try_from(cq::num_comp_vectors()).unwrap_or(c_int::MAX);
         ib.local_dma_lkey = 0;
         ib.node_guid = ndev.eui64();
         for (d, s) in ib.node_desc.iter_mut().zip(b"ferroce".iter()) {

@@ -218,16 +218,6 @@ pub(crate) type CqRef = ARef<Counted<b::ib_cq>>;
 /// A counted reference to an SRQ, for its limit event.
 pub(crate) type SrqRef = ARef<Counted<b::ib_srq>>;
 
-impl Counted<b::ib_cq> {
-    /// Calls the CQ's completion handler (without the driver's lock: a
-    /// kernel consumer's handler may poll the CQ at once).
-    pub(crate) fn comp_handler(&self) {
-        // SAFETY: the CQ is alive (the type invariant: a reference is
-        // held); the core set its handler before the create callback.
-        unsafe { b::ferroce_call_comp_handler(self.core()) }
-    }
-}
-
 impl Counted<b::ib_srq> {
     /// Sends the SRQ's `IB_EVENT_SRQ_LIMIT_REACHED` (without the lock).
     pub(crate) fn limit_event(&self) {
@@ -302,7 +292,7 @@ macro_rules! core_device {
         }
     )*};
 }
-core_device!(b::ib_ucontext, b::ib_pd, b::ib_ah, b::ib_cq, b::ib_srq, b::ib_mr);
+core_device!(b::ib_ucontext, b::ib_pd, b::ib_ah, b::ib_srq, b::ib_mr);
 
 /// A live object of core type `C` and driver data `D`, for one callback
 /// (aliases [`Pd`], [`Cq`], [`Srq`], [`Mr`]).

@@ -378,6 +378,8 @@ impl<T: Driver> Adapter<T> {
             (Device::<T>::from_ib((*ibcq).device), &*attr, Udata::<T>::from_raw(b::ferroce_attrs_udata(attrs)))
         };
         let attr = CqAttr { cqe: a.cqe, comp_vector: a.comp_vector, flags: a.flags };
+        // SAFETY: this create call's CQ, zeroed, not yet reachable.
+        unsafe { super::cq::init_hooks(ibcq, a.comp_vector) };
         // SAFETY: this create call's CQ.
         let r = unsafe { create_counted(ibcq, |cq| T::create_cq(dev, cq, &attr, &mut udata)) };
         errno(r.map(|(cq, cqe)| {
