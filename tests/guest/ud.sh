@@ -4,7 +4,8 @@
 # pair across network namespaces with a tshark capture, the UD rules of the
 # IBTA seen from outside (userspace/tests/ud_rules.c), bad verbs input, and
 # UD multicast (userspace/tests/mcast.c on one device over IPv4 and IPv6,
-# mckey between the namespaces), and UD QPs on an SRQ (srq_ud.c).
+# mckey between the namespaces), UD and UC QPs on SRQs (srq_ud.c) and
+# completion vectors (comp_vector.c).
 . "$(dirname "$0")/lib.sh"
 
 check "rdma link add fr0" rdma link add fr0 type ferroce netdev eth0
@@ -35,7 +36,7 @@ ip route del default 2>/dev/null
 ip -6 route flush default 2>/dev/null
 check "UD rules and bad input over IPv4 (ud_rules)" build/userspace/tests/ud_rules fr0 "$G4"
 check "UD rules and bad input over IPv6 (ud_rules)" build/userspace/tests/ud_rules fr0 "$G6"
-check "UD QPs on a shared receive queue (srq_ud)" build/userspace/tests/srq_ud fr0 "$G4"
+check "UD and UC QPs on shared receive queues (srq_ud)" build/userspace/tests/srq_ud fr0 "$G4"
 
 # Completion vectors: one per possible CPU, each CQ's handler run on its
 # vector's CPU. The program runs pinned to another CPU than the vector's,

@@ -10,7 +10,13 @@
  * posted, and complete with the QP that took it (qp_num) and the sender's
  * QPN, intact. A datagram with the wrong Q_Key is dropped and takes no
  * receive away from the others. A UD QP with an SRQ refuses ibv_post_recv
- * (EINVAL); a UC QP on an SRQ is refused (EOPNOTSUPP, not offered yet).
+ * (EINVAL).
+ *
+ * Then two UC QPs on another SRQ, each the peer of a UC sender, with a path
+ * MTU of 256: SENDs of one to four packets and RDMA WRITEs with immediate,
+ * to either QP in a seeded random order, each take the SRQ's next receive
+ * in the order posted and complete with the QP that took it, the length,
+ * the immediate and the data intact.
  *
  * Prints one "ok - NAME" or "not ok - NAME" line per check (counted by
  * tools/check); exits non-zero when any check failed.
@@ -22,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <endian.h>
 
 #include "testlib.h"
 
@@ -105,6 +112,116 @@ static struct ibv_wc next_recv(void)
 	return wc;
 }
 
+#define UC_N 30
+#define UC_SLOT 1024
+
+/* UC QPs on an SRQ: see the header. */
+static void uc_on_srq(const union ibv_gid *gid, int gid_index)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = UC_N, .max_sge = 1 } };
+	struct ibv_srq *s2 = ibv_create_srq(pd, &sa);
+	/* UC_N receive slots, a send slot, a WRITE target */
+	uint8_t *ub = calloc(UC_N + 2, UC_SLOT);
+	struct ibv_mr *m2 = ub ? ibv_reg_mr(pd, ub, (size_t)(UC_N + 2) * UC_SLOT,
+					   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) : NULL;
+	struct ibv_qp *a[2], *b[2];
+
+	if (!s2 || !m2)
+		die("UC: ibv_create_srq / ibv_reg_mr");
+	for (int i = 0; i < 2; i++) {
+		struct ibv_qp_init_attr ia = {
+			.send_cq = scq, .recv_cq = rcq, .qp_type = IBV_QPT_UC, .sq_sig_all = 1,
+			.cap = { .max_send_wr = 4, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+		};
+		a[i] = ibv_create_qp(pd, &ia);
+		ia.srq = s2;
+		ia.cap.max_recv_wr = 0;
+		b[i] = ibv_create_qp(pd, &ia);
+		CHECK(i ? "the second UC QP on the SRQ" : "a UC QP on an SRQ is created", a[i] && b[i], "%s",
+		      strerror(errno));
+		if (!a[i] || !b[i])
+			return;
+	}
+	for (int i = 0; i < 2; i++) {
+		struct tl_rc_conn c = { .access = IBV_ACCESS_REMOTE_WRITE, .mtu = IBV_MTU_256, .dgid = *gid,
+					.sgid_index = gid_index, .rq_psn = 100, .sq_psn = 100 };
+		const char *err;
+
+		c.dest_qpn = b[i]->qp_num;
+		err = tl_rc_connect(a[i], &c);
+		c.dest_qpn = a[i]->qp_num;
+		if (!err)
+			err = tl_rc_connect(b[i], &c);
+		if (err)
+			die(err);
+	}
+	for (int i = 0; i < UC_N; i++) {
+		struct ibv_sge sge = { .addr = (uintptr_t)ub + (size_t)i * UC_SLOT, .length = UC_SLOT, .lkey = m2->lkey };
+		struct ibv_recv_wr wr = { .wr_id = 100u + (uint64_t)i, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+		if (ibv_post_srq_recv(s2, &wr, &bad))
+			die("ibv_post_srq_recv (UC)");
+	}
+	uint8_t *sb = ub + (size_t)UC_N * UC_SLOT, *tgt = sb + UC_SLOT;
+	uint64_t seed = tl_seed(23);
+	int good = 0, to0 = 0, writes = 0, shown = 0;
+
+	for (int n = 0; n < UC_N; n++) {
+		int to = (int)(tl_next(&seed) & 1), wimm = n % 3 == 2;
+		uint32_t len = wimm ? 600 : (uint32_t[]){ 100, 256, 700, 1000 }[tl_next(&seed) % 4];
+		struct ibv_sge sge = { .addr = (uintptr_t)sb, .length = len, .lkey = m2->lkey };
+		struct ibv_send_wr wr = {
+			.wr_id = (uint64_t)n, .sg_list = &sge, .num_sge = 1,
+			.opcode = wimm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_SEND,
+			.imm_data = htobe32(0x1000u + (uint32_t)n),
+			.wr.rdma = { .remote_addr = (uintptr_t)tgt, .rkey = m2->rkey },
+		}, *bad;
+		struct ibv_wc sw;
+		int got;
+
+		for (uint32_t k = 0; k < len; k++)
+			sb[k] = (uint8_t)(n * 13 + k * 5 + 1);
+		if (ibv_post_send(a[to], &wr, &bad))
+			die("ibv_post_send (UC)");
+		while ((got = ibv_poll_cq(scq, 1, &sw)) == 0)
+			;
+		if (got < 0 || sw.status != IBV_WC_SUCCESS)
+			die("UC send completion");
+		struct ibv_wc wc = next_recv();
+		const uint8_t *p = wimm ? tgt : ub + (size_t)(wc.wr_id - 100 < UC_N ? wc.wr_id - 100 : 0) * UC_SLOT;
+		int ok = wc.status == IBV_WC_SUCCESS && wc.wr_id == 100u + (uint64_t)n && wc.qp_num == b[to]->qp_num &&
+			 wc.byte_len == len &&
+			 wc.opcode == (wimm ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV) &&
+			 (!wimm || ((wc.wc_flags & IBV_WC_WITH_IMM) && be32toh(wc.imm_data) == 0x1000u + (uint32_t)n));
+
+		ok = ok && !memcmp(p, sb, len);
+		good += ok;
+		to0 += to == 0;
+		writes += wimm;
+		if (!ok && shown++ < 3)
+			fprintf(stderr, "UC message %d (%s, %u bytes) to QP %d: wr_id %llu, status %d, opcode %d, "
+				"qp_num %#x (%#x), %u bytes\n", n, wimm ? "write imm" : "send", len, to,
+				(unsigned long long)wc.wr_id, (int)wc.status, (int)wc.opcode, wc.qp_num,
+				b[to]->qp_num, wc.byte_len);
+	}
+	CHECK("two UC QPs on one SRQ: SENDs of 1 to 4 packets and RDMA WRITEs with immediate each take the "
+	      "SRQ's next receive, in the order posted, complete with the QP that took it, intact",
+	      good == UC_N && to0 > 0 && to0 < UC_N && writes > 0, "%d of %d (%d to the first QP)", good, UC_N, to0);
+
+	struct ibv_sge sge = { .addr = (uintptr_t)ub, .length = 8, .lkey = m2->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 }, *bad;
+	int ret = ibv_post_recv(b[0], &wr, &bad);
+
+	CHECK("ibv_post_recv on a UC QP with an SRQ: EINVAL", (ret == -1 ? errno : ret) == EINVAL, "%d", ret);
+	for (int i = 0; i < 2; i++) {
+		ibv_destroy_qp(a[i]);
+		ibv_destroy_qp(b[i]);
+	}
+	CHECK("the UC QPs' SRQ is destroyed", !ibv_destroy_srq(s2), "%s", strerror(errno));
+	ibv_dereg_mr(m2);
+	free(ub);
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_srq_init_attr sa = { .attr = { .max_wr = N, .max_sge = 1 } };
@@ -180,16 +297,7 @@ int main(int argc, char **argv)
 
 	CHECK("ibv_post_recv on a UD QP with an SRQ: EINVAL", (ret == -1 ? errno : ret) == EINVAL, "%d", ret);
 
-	struct ibv_qp_init_attr uc = {
-		.send_cq = scq, .recv_cq = rcq, .srq = srq, .qp_type = IBV_QPT_UC,
-		.cap = { .max_send_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
-	};
-	struct ibv_qp *ucq = ibv_create_qp(pd, &uc);
-
-	CHECK("a UC QP on an SRQ: EOPNOTSUPP (not offered yet)", !ucq && errno == EOPNOTSUPP, "%s",
-	      ucq ? "created" : strerror(errno));
-	if (ucq)
-		ibv_destroy_qp(ucq);
+	uc_on_srq(&gid, gid_index);
 
 	ibv_destroy_ah(ah);
 	ibv_destroy_qp(q[0]);

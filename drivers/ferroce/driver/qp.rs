@@ -67,9 +67,9 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
         return Err(eopnotsupp());
     }
     let srq = init.srq().map(|s| s.index as usize);
-    if srq.is_some() && (gsi || ty == QpType::Uc) {
-        // RC and UD QPs take receives from an SRQ; UC QPs on an SRQ are
-        // not offered yet, and the GSI QP has its own receive queue.
+    if srq.is_some() && gsi {
+        // RC, UC and UD QPs take receives from an SRQ; the GSI QP has its
+        // own receive queue.
         return Err(eopnotsupp());
     }
     let mut cap = init.cap();

@@ -550,8 +550,10 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// SRQ's next receive WQE (the glue asks when the QP holds none): it is
     /// a request that consumes one, the QP receives, and the message will be
     /// executed. RC: its PSN is the one expected (no duplicate, nothing
-    /// ahead). UD: its Q_Key is the QP's and it fits the path MTU (what
-    /// `ud_receive` drops takes nothing away from the other QPs).
+    /// ahead). UC: a message's FIRST or ONLY packet, whatever its PSN (UC
+    /// resynchronises there), or the LAST with immediate of the RDMA WRITE
+    /// in progress. UD: its Q_Key is the QP's and it fits the path MTU
+    /// (what `ud_receive` drops takes nothing away from the other QPs).
     pub fn takes_srq_wqe(&self, pkt: &[u8]) -> bool {
         let Ok(rx) = packet::parse_headers(pkt) else { return false };
         if !(rx.info.is_request() && rx.info.consumes_recv_wqe())
@@ -565,7 +567,8 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                     && rx.headers.deth.is_some_and(|d| d.q_key == self.attr.qkey)
                     && rx.payload.len() <= self.pmtu() as usize
             }
-            QpType::Rc | QpType::Uc => rx.headers.bth.psn == self.resp.epsn,
+            QpType::Uc => self.uc_takes_srq_wqe(&rx),
+            QpType::Rc => rx.headers.bth.psn == self.resp.epsn,
         }
     }
 

@@ -79,6 +79,28 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         }
     }
 
+    /// Whether a UC request, arriving at a QP on an SRQ that holds no
+    /// receive WQE, takes the SRQ's next one: a SEND's FIRST or ONLY
+    /// packet, or an RDMA WRITE ONLY with immediate, starts a message
+    /// whatever its PSN; an RDMA WRITE LAST with immediate completes the
+    /// WRITE in progress when it is in sequence. A MIDDLE or LAST that
+    /// `uc_respond` will drop takes none. A message dropped after taking
+    /// one leaves it in the QP for the next message (`uc_drop_message`),
+    /// so a loss holds no second WQE back from the SRQ.
+    pub(crate) fn uc_takes_srq_wqe(&self, rx: &TransportPacket<'_>) -> bool {
+        if rx.info.transport != Transport::Uc {
+            return false;
+        }
+        match rx.info.position {
+            Position::First | Position::Only => true,
+            Position::Middle | Position::Last => {
+                rx.info.operation == Operation::RdmaWrite
+                    && rx.headers.bth.psn == self.resp.epsn
+                    && matches!(self.resp.cur, InProgress::Write { .. })
+            }
+        }
+    }
+
     /// Drops the message in progress: a SEND gives its receive WQE back
     /// (the last one taken: each message takes one, in order), to be
     /// filled again from its start by the next message.

@@ -299,3 +299,66 @@ fn uc_ignores_rc_packets_and_ackreq_gets_no_ack() {
     let (_, r) = all_cqes(&mut u.b);
     assert_eq!(r.iter().map(|c| (c.opcode, c.imm_data)).collect::<Vec<_>>(), vec![(WcOpcode::RecvRdmaWithImm, 5)]);
 }
+
+/// A UC QP on an SRQ (the glue's rule, played here: when the QP holds no
+/// receive WQE, it takes the SRQ's next one for a packet `takes_srq_wqe`
+/// names; completions move out after each packet). A message that loses a
+/// packet keeps its WQE in the QP for the next message; a WRITE with
+/// immediate takes one only at its LAST, in sequence; a stray MIDDLE or
+/// LAST takes none. Every WQE taken completes.
+#[test]
+fn uc_on_an_srq_takes_a_wqe_only_for_a_message_it_will_complete() {
+    let mut u = setup();
+    let mut srq: std::collections::VecDeque<u64> = (10..20).collect();
+    let mut taken = Vec::new();
+    let mut r = Vec::new();
+    let out = {
+        let mut deliver_srq = |u: &mut Uc, pkt: &[u8]| {
+            if u.b.recv_queue_len() == 0 && u.b.takes_srq_wqe(pkt) {
+                let id = srq.pop_front().unwrap();
+                taken.push(id);
+                u.b.post_recv(&recv_wr(id, &[(0x2_0000 + (id - 10) * 1024, 1024, u.dst)])).unwrap();
+            }
+            let o = deliver(&mut u.b, 0, &mut u.mb, pkt);
+            r.extend(all_cqes(&mut u.b).1);
+            o
+        };
+        let w = [
+            send(&u, 1, 0, PMTU * 3),
+            send(&u, 2, 100, PMTU + 3),
+            write(&u, 3, PMTU * 2, 0x3_0000, Some(0xabc)),
+            send(&u, 4, 7, 9),
+            write(&u, 5, PMTU * 3, 0x3_0000, Some(0xdef)),
+            send(&u, 6, 5, 11),
+        ];
+        let pk = packets_of(&mut u, &w);
+        assert_eq!(pk.len(), 3 + 2 + 2 + 1 + 3 + 1);
+        // Message 1 loses its MIDDLE (pk[1]); message 5 loses its MIDDLE (pk[9]).
+        let mut out = Vec::new();
+        for (i, x) in pk.iter().enumerate() {
+            if i != 1 && i != 9 {
+                out.push(deliver_srq(&mut u, x));
+            }
+        }
+        // A stray SEND MIDDLE and LAST (message 1's, again) take nothing.
+        assert_eq!(deliver_srq(&mut u, &pk[1]), RxOutcome::Dropped);
+        assert_eq!(deliver_srq(&mut u, &pk[2]), RxOutcome::Dropped);
+        out
+    };
+    assert_silent(&mut u);
+    // Message 1's WQE (10) went to message 2; the WRITE took 11 at its
+    // LAST; message 4 took 12; message 5's LAST, out of sequence, took
+    // none; message 6 took 13.
+    use RxOutcome::{Accepted as A_, Dropped as D_};
+    assert_eq!(out, vec![A_, D_, A_, A_, A_, A_, A_, A_, D_, A_]);
+    assert_eq!(taken, vec![10, 11, 12, 13]);
+    let got: Vec<(u64, WcOpcode, u32)> = r.iter().map(|c| (c.wr_id, c.opcode, c.byte_len)).collect();
+    assert_eq!(
+        got,
+        vec![(10, WcOpcode::Recv, PMTU + 3), (11, WcOpcode::RecvRdmaWithImm, PMTU * 2), (12, WcOpcode::Recv, 9), (13, WcOpcode::Recv, 11)]
+    );
+    assert_eq!(r[1].imm_data, 0xabc);
+    assert_eq!(u.mb.bytes(u.dst, 0, (PMTU + 3) as usize), u.ma.bytes(u.src, 100, (PMTU + 3) as usize));
+    assert_eq!(u.b.recv_queue_len(), 0, "no WQE held back from the SRQ");
+    assert_eq!(u.b.state(), QpState::Rts);
+}
