@@ -75,6 +75,12 @@ check "the extended verbs API: ibv_wr_* on RC, UC and UD, extended CQs (wr_ex)" 
 # Affiliated asynchronous events: last WQE reached (a QP on an SRQ in ERR),
 # SQ drained, and the responder's access and invalid-request errors
 check "QP asynchronous events (qp_events)" build/userspace/tests/qp_events fr0 "$G"
+# Memory windows (issue 20): type 1 and 2B, bound by ibv_bind_mw, post_send
+# and ibv_wr_bind_mw; remote access through them and each refusal (range,
+# rights, old key, another QP), invalidation by LOCAL_INV and SEND with
+# Invalidate, the bind errors, EBUSY deregistration, a process exiting with
+# bound windows
+check "memory windows (mw)" build/userspace/tests/mw fr0 "$G"
 # An SRQ resized with receives posted: they stay, in order, and the new
 # size holds more
 check "SRQ resize with receives pending (srq_resize)" build/userspace/tests/srq_resize fr0 "$G"

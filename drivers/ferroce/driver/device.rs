@@ -56,6 +56,7 @@ pub(crate) fn device_attrs(node_guid: u64) -> DeviceAttrs {
         max_cq: Kind::Cq.quota(),
         max_cqe: state::MAX_CQE,
         max_mr: Kind::Mr.quota(),
+        max_mw: Kind::Mr.quota(),
         max_pd: Kind::Pd.quota(),
         max_ah: Kind::Ah.quota(),
         max_srq: Kind::Srq.quota(),
@@ -70,13 +71,16 @@ pub(crate) fn device_attrs(node_guid: u64) -> DeviceAttrs {
         // responder with no receive WQE answers RNR NAK; an AH names port
         // 1, the only one (create_ah refuses another); fast registration
         // (alloc_mr, map_mr_sg, IB_WR_REG_MR, IB_WR_LOCAL_INV) and SEND
-        // with Invalidate; SRQ resize. Not PORT_ACTIVE_EVENT (the port's
-        // events come from the core), memory windows, XRC.
+        // with Invalidate; SRQ resize; memory windows of type 1 and 2B
+        // (a process's). Not PORT_ACTIVE_EVENT (the port's events come
+        // from the core), XRC.
         device_cap_flags: device_cap::SYS_IMAGE_GUID
             | device_cap::RC_RNR_NAK_GEN
             | device_cap::UD_AV_PORT_ENFORCE
             | device_cap::MEM_MGT_EXTENSIONS
-            | device_cap::SRQ_RESIZE,
+            | device_cap::SRQ_RESIZE
+            | device_cap::MEM_WINDOW
+            | device_cap::MEM_WINDOW_TYPE_2B,
         max_fast_reg_page_list_len: state::MAX_FAST_PAGES,
         // A user's attachments (its quota) reach at most this many groups;
         // a group holds MAX_QP_ATTACH QPs.

@@ -25,7 +25,7 @@ mod tx;
 pub(crate) mod ucontext;
 
 use crate::rdma::mr::{KernelMem, PageStage};
-use crate::rdma::object::{Cq, CqRef, Mr, Pd, Srq, SrqRef};
+use crate::rdma::object::{Cq, CqRef, Mr, Mw, Pd, Srq, SrqRef};
 use crate::rdma::qp::{Qp, QpAttrIn, QpInit, QpQuery, QpRef, SendWrs};
 use crate::rdma::udata::Udata;
 use crate::rdma::vtable::{CqAttr, Driver, SrqAttr};
@@ -45,6 +45,7 @@ impl Driver for Ferroce {
     type Cq = cq::CqData;
     type Srq = srq::SrqData;
     type Mr = mr::MrData;
+    type Mw = mr::MwData;
     type Qp = qp::QpData;
 
     const MAX_MR_PAGE_SIZE: u64 = crate::driver::tables::MAX_FAST_PAGE_SIZE;
@@ -174,6 +175,14 @@ impl Driver for Ferroce {
 
     fn dereg_mr(mr: &Mr<'_, Self>) -> Result {
         mr::dereg(mr)
+    }
+
+    fn alloc_mw(pd: &Pd<'_, Self>, type2: bool, udata: &mut Udata<'_, Self>) -> Result<(mr::MwData, u32)> {
+        mr::alloc_mw(pd, type2, udata)
+    }
+
+    fn dealloc_mw(mw: &Mw<'_, Self>) -> Result {
+        mr::dealloc_mw(mw)
     }
 
     fn create_qp(qp: QpRef, init: &mut QpInit<'_, Self>, udata: &mut Udata<'_, Self>) -> Result<qp::QpData> {

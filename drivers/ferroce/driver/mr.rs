@@ -9,11 +9,11 @@
 use super::ferroce::Ferroce;
 use crate::driver::quota::{self, Charge, Kind};
 use crate::rdma::mr::{KernelMem, PageStage, Umem, ACCESS_OPTIONAL};
-use crate::rdma::object::{Mr, Pd};
+use crate::rdma::object::{Mr, Mw, Pd};
 use crate::rdma::udata::Udata;
 use crate::rdma::eopnotsupp;
 use crate::driver::ferroce::FerroceDevice;
-use crate::driver::tables::{FastMr, MrEntry, MrKind, MAX_FAST_PAGES, PAGE_SIZE};
+use crate::driver::tables::{unbind_from, FastMr, MrEntry, MrKind, WindowEntry, MAX_FAST_PAGES, PAGE_SIZE};
 use crate::transport::verbs::access;
 use kernel::prelude::*;
 
@@ -32,7 +32,8 @@ pub(crate) struct MrData {
 
 /// Access bits ferroce implements; anything else outside the optional
 /// range is refused.
-const MR_ACCESS: u32 = access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC;
+const MR_ACCESS: u32 =
+    access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC | access::MW_BIND;
 
 /// The access bits of a registration: `EOPNOTSUPP` for a capability
 /// ferroce lacks (optional bits are ignored), `EINVAL` for remote write or
@@ -83,6 +84,7 @@ pub(super) fn reg_user(
         length,
         key: 0,
         kind: MrKind::User { pages, offset },
+        windows: 0,
     };
     let key = install(dev, entry)?;
     Ok((MrData { index: key >> 8, stage: None, _charge: charge }, key))
@@ -90,7 +92,8 @@ pub(super) fn reg_user(
 
 pub(super) fn get_dma(pd: &Pd<'_, Ferroce>, acc: u32, mem: KernelMem) -> Result<(MrData, u32)> {
     let granted = check_access(acc)?;
-    let entry = MrEntry { pd: pd.data().handle, access: granted, iova: 0, length: u64::MAX, key: 0, kind: MrKind::Dma(mem) };
+    let entry =
+        MrEntry { pd: pd.data().handle, access: granted, iova: 0, length: u64::MAX, key: 0, kind: MrKind::Dma(mem), windows: 0 };
     let key = install(pd.device(), entry)?;
     Ok((MrData { index: key >> 8, stage: None, _charge: None }, key))
 }
@@ -111,7 +114,8 @@ pub(super) fn alloc(pd: &Pd<'_, Ferroce>, max_num_sg: u32, mem: KernelMem) -> Re
     let n = max_num_sg as usize;
     let stage = PageStage::new(n)?;
     let fast = FastMr { mem, pages: page_list(n)?, npages: 0, page_size: PAGE_SIZE as u64, first_off: 0, valid: false };
-    let entry = MrEntry { pd: pd.data().handle, access: 0, iova: 0, length: 0, key: 0, kind: MrKind::Fast(fast) };
+    let entry =
+        MrEntry { pd: pd.data().handle, access: 0, iova: 0, length: 0, key: 0, kind: MrKind::Fast(fast), windows: 0 };
     let key = install(pd.device(), entry)?;
     Ok((MrData { index: key >> 8, stage: Some(stage), _charge: None }, key))
 }
@@ -139,9 +143,55 @@ pub(super) fn map_sg(mr: &Mr<'_, Ferroce>, page_size: u64, iova: u64) -> Result 
 }
 
 /// Takes a region out of the table: no packet touches its pages after
-/// this; the layer unpins them when it drops the data.
+/// this; the layer unpins them when it drops the data. `EBUSY` while a
+/// memory window is bound to it (`ibv_dereg_mr`).
 pub(super) fn dereg(mr: &Mr<'_, Ferroce>) -> Result {
-    let entry = mr.device().state.lock().remove_mr_at(mr.data().index);
+    let entry = {
+        let mut st = mr.device().state.lock();
+        let idx = mr.data().index as usize;
+        if st.mrs.get(idx).and_then(|m| m.as_ref()).is_some_and(|m| m.windows > 0) {
+            return Err(EBUSY);
+        }
+        st.remove_mr_at(mr.data().index)
+    };
     drop(entry);
+    Ok(())
+}
+
+/// A memory window's data: its index in the region table (a window's
+/// R_Key changes with each bind; its index does not).
+pub(crate) struct MwData {
+    index: u32,
+    /// Its share of its PD's user's quota of regions (whose table it
+    /// shares).
+    _charge: Option<Charge>,
+}
+
+/// `alloc_mw`: a window of type 1 or 2B, unbound, its first R_Key.
+pub(super) fn alloc_mw(pd: &Pd<'_, Ferroce>, type2: bool, udata: &mut Udata<'_, Ferroce>) -> Result<(MwData, u32)> {
+    udata.refuse_driver_data()?;
+    let charge = quota::charge(pd.data().account(), Kind::Mr)?;
+    let entry = MrEntry {
+        pd: pd.data().handle,
+        access: 0,
+        iova: 0,
+        length: 0,
+        key: 0,
+        kind: MrKind::Window(WindowEntry { type2, binding: None }),
+        windows: 0,
+    };
+    let key = install(pd.device(), entry)?;
+    Ok((MwData { index: key >> 8, _charge: charge }, key))
+}
+
+/// `dealloc_mw`: the window leaves the table; its region, if it was bound,
+/// lets it go.
+pub(super) fn dealloc_mw(mw: &Mw<'_, Ferroce>) -> Result {
+    let mut st = mw.device().state.lock();
+    if let Some(MrEntry { kind: MrKind::Window(w), .. }) = st.remove_mr_at(mw.data().index) {
+        if let Some(b) = w.binding {
+            unbind_from(&mut st.mrs, b.mr_key);
+        }
+    }
     Ok(())
 }

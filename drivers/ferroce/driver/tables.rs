@@ -12,8 +12,8 @@
 #![forbid(unsafe_code)]
 
 use crate::transport::engine::{Qp, RecvSlot, SendSlot};
-use crate::transport::memory::{check_region, needed_access, Key, MemError, Memory, Region};
-use crate::transport::verbs::{access, Cqe, FastReg, RecvWqe};
+use crate::transport::memory::{check_bind, check_invalidate, check_region, check_window, needed_access, Binding, Key, MemError, Memory, Region, Window};
+use crate::transport::verbs::{access, Cqe, FastReg, MwBind, RecvWqe};
 // The slot policy (cyclic cursor, kernel reserve) and the shared rings'
 // index rules are host-tested in the engine crate.
 use crate::transport::shared_ring;
@@ -584,6 +584,18 @@ pub(crate) enum MrKind {
     /// addresses, each the start of `page_size` contiguous bytes) and the
     /// state the REG_MR / invalidate work requests change.
     Fast(FastMr),
+    /// A process's memory window (`alloc_mw`): its R_Key names, when it
+    /// is bound, a range of a region of its PD. Windows share the
+    /// regions' key space (and table), as the IBTA has it.
+    Window(WindowEntry),
+}
+
+/// A memory window's type and binding.
+pub(crate) struct WindowEntry {
+    /// Type 2B, else type 1.
+    pub(crate) type2: bool,
+    /// Where it is bound (its region holds one count of `windows` for it).
+    pub(crate) binding: Option<Binding>,
 }
 
 pub(crate) struct FastMr {
@@ -651,6 +663,9 @@ pub(crate) struct MrEntry {
     pub(crate) length: u64,
     pub(crate) key: u32,
     pub(crate) kind: MrKind,
+    /// Windows bound to this region: while any is, it cannot be
+    /// deregistered (`EBUSY`), so a window never names a freed region.
+    pub(crate) windows: u32,
 }
 
 
@@ -778,7 +793,7 @@ impl DevState {
     /// the one the index had before, so a freed key does not come back at
     /// once and a key cannot be guessed from the order of registrations.
     pub(crate) fn insert_mr(&mut self, mut mr: MrEntry) -> core::result::Result<u32, MrEntry> {
-        let user = matches!(mr.kind, MrKind::User { .. });
+        let user = matches!(mr.kind, MrKind::User { .. } | MrKind::Window(_));
         let Some(idx) = alloc_slot(&self.mrs, &mut self.next_mr, 1, user) else { return Err(mr) };
         let Some(gen) = self.mr_gen.get_mut(idx) else { return Err(mr) };
         let mut byte = (crate::rdma::random_u32() & 0xff) as u8;
@@ -820,12 +835,15 @@ pub(crate) struct Mem<'a> {
     /// The QP is a process's: regions of kernel addresses (`MrKind::Dma`,
     /// `MrKind::Fast`) are refused to it whatever its PD.
     pub(crate) user: bool,
+    /// The QP's number: a type 2B window is bound to, reached through and
+    /// invalidated by one QP.
+    pub(crate) qpn: u32,
 }
 
 impl<'a> Mem<'a> {
     /// The view for QP entry `e`.
     pub(crate) fn of(mrs: &'a mut [Option<MrEntry>], dev: &'a crate::driver::ferroce::FerroceDevice, e: &QpEntry) -> Self {
-        Mem { mrs, dev, user: e.rings.is_some() }
+        Mem { mrs, dev, user: e.rings.is_some(), qpn: e.qp.qpn() }
     }
 }
 
@@ -870,7 +888,19 @@ impl Mem<'_> {
             Key::Local(k) | Key::Remote(k) => k,
         };
         let user = self.user;
-        let mr = self.mrs.get((k >> 8) as usize).and_then(|m| m.as_ref()).ok_or(MemError::InvalidKey)?;
+        let mut mr = self.mrs.get((k >> 8) as usize).and_then(|m| m.as_ref()).ok_or(MemError::InvalidKey)?;
+        if let MrKind::Window(w) = &mr.kind {
+            // A window has an R_Key only; its checks (IBTA 10.6.7) replace
+            // the region's rights, then the bytes are the region's.
+            let Key::Remote(_) = key else { return Err(MemError::InvalidKey) };
+            let win = Window { key: mr.key, pd: mr.pd, type2: w.type2, binding: w.binding };
+            let mr_key = check_window(&win, k, pd, self.qpn, needed_access(key, write, atomic), va, len)?;
+            mr = self.mrs.get((mr_key >> 8) as usize).and_then(|m| m.as_ref()).ok_or(MemError::InvalidKey)?;
+            if mr.key != mr_key || matches!(mr.kind, MrKind::Window(_)) {
+                return Err(MemError::InvalidKey);
+            }
+            return Ok(mr);
+        }
         // The IBTA checks, in order, are the engine's (host-tested):
         // an invalid (free) fast region names no memory; kernel virtual
         // addresses belong to kernel QPs only (a process's QP can name such
@@ -906,6 +936,7 @@ impl Memory for Mem<'_> {
             }
             MrKind::User { pages, offset } => pages.read(user_pos(va - mr.iova, *offset)?, dst),
             MrKind::Fast(f) => f.read(va - mr.iova, dst),
+            MrKind::Window(_) => Err(MemError::InvalidKey),
         }
     }
 
@@ -918,6 +949,7 @@ impl Memory for Mem<'_> {
             }
             MrKind::User { pages, offset } => pages.write(user_pos(va - mr.iova, *offset)?, src),
             MrKind::Fast(f) => f.write(va - mr.iova, src),
+            MrKind::Window(_) => Err(MemError::InvalidKey),
         }
     }
 
@@ -930,9 +962,16 @@ impl Memory for Mem<'_> {
     }
 
     fn invalidate(&mut self, pd: u32, rkey: u32) -> core::result::Result<(), MemError> {
-        // Only fast-registration regions can be invalidated (SEND with
-        // Invalidate from the peer, LOCAL_INV from the owner); the key
-        // must be the registered one, consumer byte included.
+        // A type 2B window of the QP's (SEND with Invalidate from the
+        // peer, LOCAL_INV from the owner), or a kernel consumer's fast
+        // region; the key must be the current one, consumer byte included.
+        let qpn = self.qpn;
+        let idx = (rkey >> 8) as usize;
+        if let Some(Some(MrEntry { kind: MrKind::Window(w), key, pd: wpd, .. })) = self.mrs.get(idx) {
+            let win = Window { key: *key, pd: *wpd, type2: w.type2, binding: w.binding };
+            check_invalidate(&win, rkey, pd, qpn)?;
+            return self.unbind(idx);
+        }
         if self.user {
             // Fast regions are the kernel's: no process QP touches them.
             return Err(MemError::InvalidKey);
@@ -995,6 +1034,71 @@ impl Memory for Mem<'_> {
     fn fetch_add(&mut self, pd: u32, rkey: u32, va: u64, add: u64) -> core::result::Result<u64, MemError> {
         self.atomic(pd, rkey, va, |m, addr| m.fetch_add(addr, add), |u, pos| u.fetch_add(pos, add))
     }
+
+    fn bind_mw(&mut self, pd: u32, bind: &MwBind) -> core::result::Result<(), MemError> {
+        let idx = (bind.mw_key >> 8) as usize;
+        let win = match self.mrs.get(idx) {
+            Some(Some(MrEntry { kind: MrKind::Window(w), key, pd: wpd, .. })) => {
+                Window { key: *key, pd: *wpd, type2: w.type2, binding: w.binding }
+            }
+            _ => return Err(MemError::InvalidKey),
+        };
+        let mr_idx = (bind.mr_key >> 8) as usize;
+        let region = match self.mrs.get(mr_idx) {
+            Some(Some(mr)) if mr_idx != idx && !matches!(mr.kind, MrKind::Window(_)) => Some(Region {
+                key: mr.key,
+                pd: mr.pd,
+                access: mr.access,
+                iova: mr.iova,
+                length: mr.length,
+                valid: !matches!(&mr.kind, MrKind::Fast(f) if !f.valid),
+                kernel_only: matches!(&mr.kind, MrKind::Dma(_) | MrKind::Fast(_)),
+            }),
+            _ => None,
+        };
+        let binding = check_bind(&win, region.as_ref(), pd, self.qpn, bind)?;
+        // A type 1 window may be bound again while bound: its old region
+        // lets it go first.
+        if win.binding.is_some() {
+            self.unbind(idx)?;
+        }
+        if let Some(b) = binding {
+            match self.mrs.get_mut(mr_idx) {
+                Some(Some(mr)) => mr.windows = mr.windows.saturating_add(1),
+                _ => return Err(MemError::InvalidKey),
+            }
+            if let Some(Some(MrEntry { kind: MrKind::Window(w), .. })) = self.mrs.get_mut(idx) {
+                w.binding = Some(b);
+            }
+        }
+        if let Some(Some(e)) = self.mrs.get_mut(idx) {
+            e.key = bind.new_key;
+        }
+        Ok(())
+    }
+}
+
+impl Mem<'_> {
+    /// Unbinds the window at table index `idx`: its region lets it go.
+    fn unbind(&mut self, idx: usize) -> core::result::Result<(), MemError> {
+        let b = match self.mrs.get_mut(idx) {
+            Some(Some(MrEntry { kind: MrKind::Window(w), .. })) => w.binding.take(),
+            _ => return Err(MemError::InvalidKey),
+        };
+        if let Some(b) = b {
+            unbind_from(self.mrs, b.mr_key);
+        }
+        Ok(())
+    }
+}
+
+/// The region of key `mr_key` lets one bound window go.
+pub(crate) fn unbind_from(mrs: &mut [Option<MrEntry>], mr_key: u32) {
+    if let Some(Some(mr)) = mrs.get_mut((mr_key >> 8) as usize) {
+        if mr.key == mr_key {
+            mr.windows = mr.windows.saturating_sub(1);
+        }
+    }
 }
 
 impl Mem<'_> {
@@ -1026,6 +1130,7 @@ impl Mem<'_> {
                 }
                 on_kernel(&f.mem, addr)
             }
+            MrKind::Window(_) => Err(MemError::InvalidKey),
         }
     }
 }

@@ -57,6 +57,8 @@ pub(crate) fn sq_slot(w: &RingSqWqe) -> SqSlot {
         ah: w.ah,
         remote_qpn: w.remote_qpn,
         remote_qkey: w.remote_qkey,
+        bind_lkey: w.bind_lkey,
+        bind_access: w.bind_access,
         inline: *inline,
         ..SqSlot::default()
     };

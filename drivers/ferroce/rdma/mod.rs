@@ -249,6 +249,8 @@ pub(crate) struct DeviceAttrs {
     pub(crate) max_cq: u32,
     pub(crate) max_cqe: u32,
     pub(crate) max_mr: u32,
+    /// Memory windows (they share the regions' table).
+    pub(crate) max_mw: u32,
     pub(crate) max_pd: u32,
     pub(crate) max_ah: u32,
     pub(crate) max_srq: u32,
@@ -281,6 +283,10 @@ pub(crate) mod device_cap {
     pub(crate) const MEM_MGT_EXTENSIONS: u64 = b::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS;
     /// An SRQ may be resized (`modify_srq` of `max_wr`).
     pub(crate) const SRQ_RESIZE: u64 = b::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE;
+    /// Memory windows (`alloc_mw`, bind, remote access through them).
+    pub(crate) const MEM_WINDOW: u64 = b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW;
+    /// Type 2B windows (bound by a work request, invalidated by one).
+    pub(crate) const MEM_WINDOW_TYPE_2B: u64 = b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B;
 }
 
 pub(crate) struct PortAttrs {
@@ -731,6 +737,7 @@ unsafe extern "C" fn query_device<T: Driver>(
     out.max_cq = int(a.max_cq);
     out.max_cqe = int(a.max_cqe);
     out.max_mr = int(a.max_mr);
+    out.max_mw = int(a.max_mw);
     out.max_pd = int(a.max_pd);
     out.max_ah = int(a.max_ah);
     out.max_srq = int(a.max_srq);

@@ -292,7 +292,7 @@ macro_rules! core_device {
         }
     )*};
 }
-core_device!(b::ib_ucontext, b::ib_pd, b::ib_ah, b::ib_srq, b::ib_mr);
+core_device!(b::ib_ucontext, b::ib_pd, b::ib_ah, b::ib_srq, b::ib_mr, b::ib_mw);
 
 /// A live object of core type `C` and driver data `D`, for one callback
 /// (aliases [`Pd`], [`Cq`], [`Srq`], [`Mr`]).
@@ -314,6 +314,8 @@ pub(crate) type Cq<'a, T> = Live<'a, b::ib_cq, T, <T as Driver>::Cq>;
 pub(crate) type Srq<'a, T> = Live<'a, b::ib_srq, T, <T as Driver>::Srq>;
 /// A live memory region.
 pub(crate) type Mr<'a, T> = Live<'a, b::ib_mr, T, <T as Driver>::Mr>;
+/// A live memory window.
+pub(crate) type Mw<'a, T> = Live<'a, b::ib_mw, T, <T as Driver>::Mw>;
 
 impl<'a, C: Core, T: Driver, D> Live<'a, C, T, D> {
     /// # Safety

@@ -11,7 +11,7 @@
 use super::bindings as b;
 use super::errno;
 use super::mr::{KernelMem, PageStage};
-use super::object::{create_counted, destroy_counted, Counted, Cq, CqRef, Mr, Object, Pd, Srq, SrqRef};
+use super::object::{create_counted, destroy_counted, Counted, Cq, CqRef, Mr, Mw, Object, Pd, Srq, SrqRef};
 use super::qp::{init_hooks, shutdown_hooks, write_query, Qp, QpAttrIn, QpInit, QpQuery, QpRef, SendWrs};
 use super::udata::Udata;
 use super::wr::{AhAttr, RecvWrs, WcSink};
@@ -38,6 +38,8 @@ pub(crate) trait Driver: Sized + 'static {
     type Srq: Send + Sync + 'static;
     /// A memory region's data.
     type Mr: Send + Sync + 'static;
+    /// A memory window's data.
+    type Mw: Send + Sync + 'static;
     /// A queue pair's data.
     type Qp: Send + Sync + 'static;
 
@@ -147,6 +149,14 @@ pub(crate) trait Driver: Sized + 'static {
     /// returns (the layer then drops its data, unpinning the memory).
     fn dereg_mr(mr: &Mr<'_, Self>) -> Result;
 
+    /// Makes a memory window of type 1 (or 2B: `type2`) in `pd`; answers
+    /// its data and its first R_Key.
+    fn alloc_mw(pd: &Pd<'_, Self>, type2: bool, udata: &mut Udata<'_, Self>) -> Result<(Self::Mw, u32)>;
+
+    /// Takes a window out of use (unbinding it); the layer then drops its
+    /// data.
+    fn dealloc_mw(mw: &Mw<'_, Self>) -> Result;
+
     /// Makes a QP: sets its number on `qp` (the first counted reference)
     /// before it is reachable, and the granted sizes in `init`.
     fn create_qp(qp: QpRef, init: &mut QpInit<'_, Self>, udata: &mut Udata<'_, Self>) -> Result<Self::Qp>;
@@ -244,6 +254,9 @@ impl<T: Driver> Adapter<T> {
         ops.alloc_mr = Some(Self::alloc_mr);
         ops.map_mr_sg = Some(Self::map_mr_sg);
         ops.dereg_mr = Some(Self::dereg_mr);
+        ops.alloc_mw = Some(Self::alloc_mw);
+        ops.dealloc_mw = Some(Self::dealloc_mw);
+        ops.size_ib_mw = Object::<b::ib_mw, T::Mw>::SIZE;
         ops.create_qp = Some(Self::create_qp);
         ops.modify_qp = Some(Self::modify_qp);
         ops.query_qp = Some(Self::query_qp);
@@ -610,6 +623,43 @@ impl<T: Driver> Adapter<T> {
             drop(Object::<b::ib_mr, T::Mr>::take(ibmr));
             Object::<b::ib_mr, T::Mr>::free(ibmr);
         }
+        0
+    }
+
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
+    unsafe extern "C" fn alloc_mw(ibmw: *mut b::ib_mw, udata: *mut b::ib_udata) -> c_int {
+        // SAFETY: the core passes a zeroed window of our size with
+        // `device`, `pd` (a live ferroce PD it holds for the window) and
+        // `type` set, and its udata.
+        let (pd, ty, mut udata) = unsafe { (Pd::<T>::from_core((*ibmw).pd), (*ibmw).type_, Udata::<T>::from_raw(udata)) };
+        let type2 = match ty {
+            b::ib_mw_type_IB_MW_TYPE_1 => false,
+            b::ib_mw_type_IB_MW_TYPE_2 => true,
+            _ => return EINVAL.to_errno(),
+        };
+        errno(T::alloc_mw(&pd, type2, &mut udata).map(|(mw, key)| {
+            // SAFETY: this create call's window, not yet initialised; the
+            // core reads its R_Key back.
+            unsafe {
+                Object::init(ibmw, mw);
+                (*ibmw).rkey = key;
+            }
+        }))
+    }
+
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
+    unsafe extern "C" fn dealloc_mw(ibmw: *mut b::ib_mw) -> c_int {
+        // SAFETY: a live window of ours, in its destroy.
+        if let Err(e) = T::dealloc_mw(unsafe { &Mw::<T>::from_core(ibmw) }) {
+            return e.to_errno();
+        }
+        // SAFETY: out of the driver's use: the data is taken once (the
+        // core frees the memory).
+        drop(unsafe { Object::<b::ib_mw, T::Mw>::take(ibmw) });
         0
     }
 

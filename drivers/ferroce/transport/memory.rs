@@ -78,6 +78,15 @@ pub trait Memory {
         let _ = (pd, reg);
         Err(MemError::InvalidKey)
     }
+
+    /// Memory window bind ([`super::verbs::WrOpcode::BindMw`]) from a QP
+    /// of `pd`: the window `bind.mw_key` names takes the key, range and
+    /// rights of `bind` over its region, after [`check_bind`]. The default
+    /// refuses: there are no windows.
+    fn bind_mw(&mut self, pd: u32, bind: &super::verbs::MwBind) -> Result<(), MemError> {
+        let _ = (pd, bind);
+        Err(MemError::InvalidKey)
+    }
 }
 
 /// What the access check of a memory reference needs to know of the region
@@ -140,6 +149,134 @@ pub fn check_region(r: &Region, key: u32, pd: u32, user_qp: bool, need: u32, va:
     va.checked_sub(r.iova).ok_or(MemError::OutOfBounds)
 }
 
+/// The rights a window may grant.
+pub const MW_ACCESS: u32 = super::verbs::access::REMOTE_READ | super::verbs::access::REMOTE_WRITE | super::verbs::access::REMOTE_ATOMIC;
+
+/// A memory window as its checks see it (IBTA 10.6.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// Its current R_Key (index and consumer byte).
+    pub key: u32,
+    /// Its protection domain.
+    pub pd: u32,
+    /// Type 2B (bound by a work request to one QP, invalidated by
+    /// LOCAL_INV or SEND with Invalidate), else type 1.
+    pub type2: bool,
+    /// Where it is bound, when it is.
+    pub binding: Option<Binding>,
+}
+
+/// A bound window's range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Binding {
+    /// The region's key.
+    pub mr_key: u32,
+    /// The QP that bound it (a type 2B window is reachable through it only).
+    pub qpn: u32,
+    /// [`MW_ACCESS`] rights.
+    pub access: u32,
+    /// First address (in the region's address space) and length.
+    pub addr: u64,
+    pub length: u64,
+}
+
+/// The checks of a remote reference to `len` bytes at `va` through the
+/// R_Key `key` of window `w`, from QP `qpn` of `pd`, needing the rights
+/// `need`; the bound region's key. In order: a key that is not the
+/// window's current one or a window not bound ([`MemError::InvalidKey`]);
+/// another PD ([`MemError::PdMismatch`]); a type 2B window reached through
+/// a QP other than the one that bound it ([`MemError::InvalidKey`]: its
+/// R_Key is valid on that QP only); the rights; the bounds.
+pub fn check_window(w: &Window, key: u32, pd: u32, qpn: u32, need: u32, va: u64, len: u64) -> Result<u32, MemError> {
+    let b = match w.binding {
+        Some(b) if w.key == key => b,
+        _ => return Err(MemError::InvalidKey),
+    };
+    if w.pd != pd {
+        return Err(MemError::PdMismatch);
+    }
+    if w.type2 && b.qpn != qpn {
+        return Err(MemError::InvalidKey);
+    }
+    if b.access & need != need {
+        return Err(MemError::AccessDenied);
+    }
+    let end = va.checked_add(len).ok_or(MemError::OutOfBounds)?;
+    let w_end = b.addr.checked_add(b.length).ok_or(MemError::OutOfBounds)?;
+    if va < b.addr || end > w_end {
+        return Err(MemError::OutOfBounds);
+    }
+    Ok(b.mr_key)
+}
+
+/// The checks of a bind of window `w` posted on QP `qpn` of `pd`, with the
+/// region `mr` its L_Key names (None: no such region); the new binding,
+/// None for the unbind of a type 1 window (length 0). Each failure
+/// completes the bind with a Memory Window Bind Error (IBTA 10.6.7.2):
+/// - the window named by a key that is not its current one, or a new key
+///   of another index (only the low byte is the consumer's);
+/// - the window in another PD than the QP (C10-72);
+/// - a type 2B window still bound (it must be invalidated first);
+/// - rights a window cannot grant (zero-based windows are not offered);
+/// - the region: its key, its PD (the QP's), not a kernel region, bound
+///   with `MW_BIND` access, with local write when the window grants remote
+///   write or atomics (C10-75), and the window's range inside it (C10-76).
+pub fn check_bind(w: &Window, mr: Option<&Region>, pd: u32, qpn: u32, bind: &super::verbs::MwBind) -> Result<Option<Binding>, MemError> {
+    use super::verbs::access;
+    if bind.mw_key != w.key || bind.new_key >> 8 != w.key >> 8 {
+        return Err(MemError::InvalidKey);
+    }
+    if w.pd != pd {
+        return Err(MemError::PdMismatch);
+    }
+    if w.type2 && w.binding.is_some() {
+        return Err(MemError::InvalidKey);
+    }
+    if bind.access & !MW_ACCESS != 0 {
+        return Err(MemError::AccessDenied);
+    }
+    if !w.type2 && bind.length == 0 {
+        return Ok(None);
+    }
+    let r = mr.ok_or(MemError::InvalidKey)?;
+    if r.key != bind.mr_key || !r.valid {
+        return Err(MemError::InvalidKey);
+    }
+    if r.pd != pd || r.kernel_only {
+        return Err(MemError::PdMismatch);
+    }
+    if r.access & access::MW_BIND == 0 {
+        return Err(MemError::AccessDenied);
+    }
+    if bind.access & (access::REMOTE_WRITE | access::REMOTE_ATOMIC) != 0 && r.access & access::LOCAL_WRITE == 0 {
+        return Err(MemError::AccessDenied);
+    }
+    let end = bind.addr.checked_add(bind.length).ok_or(MemError::OutOfBounds)?;
+    let r_end = r.iova.checked_add(r.length).ok_or(MemError::OutOfBounds)?;
+    if bind.addr < r.iova || end > r_end {
+        return Err(MemError::OutOfBounds);
+    }
+    Ok(Some(Binding { mr_key: r.key, qpn, access: bind.access, addr: bind.addr, length: bind.length }))
+}
+
+/// The checks of an invalidation (LOCAL_INV, or SEND with Invalidate
+/// received) of the R_Key `key` of window `w` from QP `qpn` of `pd`: only
+/// a bound type 2B window, by its current key, in the QP's PD, bound by
+/// that QP (IBTA 10.6.7.2.3); a type 1 window is never invalidated.
+pub fn check_invalidate(w: &Window, key: u32, pd: u32, qpn: u32) -> Result<(), MemError> {
+    let b = match w.binding {
+        Some(b) if w.key == key && w.type2 => b,
+        _ => return Err(MemError::InvalidKey),
+    };
+    if w.pd != pd {
+        return Err(MemError::PdMismatch);
+    }
+    if b.qpn != qpn {
+        return Err(MemError::InvalidKey);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::verbs::access;
@@ -192,5 +329,77 @@ mod tests {
         assert_eq!(chk(&dma, R.key, 7, false, 0, 0xffff_8000_0000_0000, 64), Ok(0xffff_8000_0000_0000));
         assert_eq!(chk(&dma, R.key, 7, true, 0, 0xffff_8000_0000_0000, 64), Err(MemError::PdMismatch), "same PD, a process's QP");
     }
-}
 
+    fn mwr() -> Region {
+        Region { access: access::LOCAL_WRITE | access::REMOTE_READ | access::MW_BIND, ..R }
+    }
+
+    const W2: Window = Window { key: 0x0000_2a11, pd: 7, type2: true, binding: None };
+
+    fn bind(len: u64, acc: u32) -> super::super::verbs::MwBind {
+        super::super::verbs::MwBind { mw_key: W2.key, new_key: 0x0000_2a12, mr_key: R.key, access: acc, addr: 0x1010, length: len }
+    }
+
+    #[test]
+    fn a_bind_checks_window_region_rights_and_range_in_order() {
+        let r = mwr();
+        let ok = check_bind(&W2, Some(&r), 7, 5, &bind(0x20, access::REMOTE_READ));
+        assert_eq!(ok, Ok(Some(Binding { mr_key: R.key, qpn: 5, access: access::REMOTE_READ, addr: 0x1010, length: 0x20 })));
+        assert_eq!(check_bind(&W2, Some(&r), 7, 5, &super::super::verbs::MwBind { mw_key: 0x2a10, ..bind(1, 0) }), Err(MemError::InvalidKey), "a stale key names no window");
+        assert_eq!(check_bind(&W2, Some(&r), 7, 5, &super::super::verbs::MwBind { new_key: 0x2b12, ..bind(1, 0) }), Err(MemError::InvalidKey), "the index is not the consumer's");
+        assert_eq!(check_bind(&W2, Some(&r), 8, 5, &bind(1, 0)), Err(MemError::PdMismatch), "C10-72");
+        let bound = Window { binding: ok.unwrap(), ..W2 };
+        assert_eq!(check_bind(&bound, Some(&r), 7, 5, &bind(1, 0)), Err(MemError::InvalidKey), "a bound type 2B window");
+        assert_eq!(check_bind(&W2, Some(&r), 7, 5, &bind(1, access::ZERO_BASED)), Err(MemError::AccessDenied));
+        assert_eq!(check_bind(&W2, Some(&r), 7, 5, &bind(1, access::LOCAL_WRITE)), Err(MemError::AccessDenied));
+        assert_eq!(check_bind(&W2, None, 7, 5, &bind(1, 0)), Err(MemError::InvalidKey));
+        assert_eq!(check_bind(&W2, Some(&Region { key: R.key ^ 1, ..r }), 7, 5, &bind(1, 0)), Err(MemError::InvalidKey));
+        assert_eq!(check_bind(&W2, Some(&Region { pd: 8, ..r }), 7, 5, &bind(1, 0)), Err(MemError::PdMismatch));
+        assert_eq!(check_bind(&W2, Some(&Region { kernel_only: true, ..r }), 7, 5, &bind(1, 0)), Err(MemError::PdMismatch));
+        assert_eq!(check_bind(&W2, Some(&R), 7, 5, &bind(1, 0)), Err(MemError::AccessDenied), "no MW_BIND");
+        let ro = Region { access: access::REMOTE_READ | access::MW_BIND, ..R };
+        assert_eq!(check_bind(&W2, Some(&ro), 7, 5, &bind(1, access::REMOTE_WRITE)), Err(MemError::AccessDenied), "C10-75");
+        assert_eq!(check_bind(&W2, Some(&ro), 7, 5, &bind(1, access::REMOTE_ATOMIC)), Err(MemError::AccessDenied), "C10-75");
+        assert_eq!(check_bind(&W2, Some(&r), 7, 5, &bind(0xf1, 0)), Err(MemError::OutOfBounds), "C10-76");
+        assert_eq!(check_bind(&W2, Some(&r), 7, 5, &super::super::verbs::MwBind { addr: 0xfff, ..bind(1, 0) }), Err(MemError::OutOfBounds));
+        assert_eq!(check_bind(&W2, Some(&r), 7, 5, &super::super::verbs::MwBind { addr: u64::MAX, ..bind(2, 0) }), Err(MemError::OutOfBounds));
+        assert!(check_bind(&W2, Some(&r), 7, 5, &bind(0xf0, 0)).is_ok(), "to the region's end");
+    }
+
+    #[test]
+    fn a_type_1_window_rebinds_and_unbinds_with_length_0() {
+        let w1 = Window { type2: false, ..W2 };
+        let b = check_bind(&w1, Some(&mwr()), 7, 5, &bind(8, access::REMOTE_READ)).unwrap().unwrap();
+        let bound = Window { binding: Some(b), ..w1 };
+        assert!(check_bind(&bound, Some(&mwr()), 7, 5, &bind(16, access::REMOTE_READ)).is_ok());
+        assert_eq!(check_bind(&bound, None, 7, 5, &bind(0, 0)), Ok(None));
+    }
+
+    #[test]
+    fn a_window_reference_checks_key_pd_qp_rights_and_range() {
+        let b = Binding { mr_key: R.key, qpn: 5, access: access::REMOTE_READ | access::REMOTE_WRITE, addr: 0x1010, length: 0x20 };
+        let w = Window { binding: Some(b), ..W2 };
+        let rd = access::REMOTE_READ;
+        assert_eq!(check_window(&w, w.key, 7, 5, rd, 0x1010, 0x20), Ok(R.key));
+        assert_eq!(check_window(&W2, W2.key, 7, 5, rd, 0x1010, 1), Err(MemError::InvalidKey), "unbound");
+        assert_eq!(check_window(&w, w.key ^ 1, 7, 5, rd, 0x1010, 1), Err(MemError::InvalidKey));
+        assert_eq!(check_window(&w, w.key, 8, 5, rd, 0x1010, 1), Err(MemError::PdMismatch));
+        assert_eq!(check_window(&w, w.key, 7, 6, rd, 0x1010, 1), Err(MemError::InvalidKey), "type 2B: another QP");
+        assert_eq!(check_window(&Window { type2: false, ..w }, w.key, 7, 6, rd, 0x1010, 1), Ok(R.key), "type 1: any QP of the PD");
+        assert_eq!(check_window(&w, w.key, 7, 5, access::REMOTE_ATOMIC, 0x1010, 8), Err(MemError::AccessDenied));
+        assert_eq!(check_window(&w, w.key, 7, 5, rd, 0x100f, 1), Err(MemError::OutOfBounds), "the region, not the window");
+        assert_eq!(check_window(&w, w.key, 7, 5, rd, 0x1020, 0x11), Err(MemError::OutOfBounds));
+    }
+
+    #[test]
+    fn only_a_bound_type_2b_window_is_invalidated_by_its_qp() {
+        let b = Binding { mr_key: R.key, qpn: 5, access: access::REMOTE_READ, addr: 0x1010, length: 0x20 };
+        let w = Window { binding: Some(b), ..W2 };
+        assert_eq!(check_invalidate(&w, w.key, 7, 5), Ok(()));
+        assert_eq!(check_invalidate(&W2, W2.key, 7, 5), Err(MemError::InvalidKey), "free");
+        assert_eq!(check_invalidate(&Window { type2: false, ..w }, w.key, 7, 5), Err(MemError::InvalidKey), "type 1");
+        assert_eq!(check_invalidate(&w, w.key ^ 1, 7, 5), Err(MemError::InvalidKey));
+        assert_eq!(check_invalidate(&w, w.key, 8, 5), Err(MemError::PdMismatch));
+        assert_eq!(check_invalidate(&w, w.key, 7, 6), Err(MemError::InvalidKey));
+    }
+}

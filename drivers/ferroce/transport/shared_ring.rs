@@ -14,7 +14,7 @@
 //! glue copies the process's slot once into an [`SqSlot`] or [`RqSlot`]
 //! and gives the engine only what these functions accept.
 
-use super::verbs::{send_flags, RecvWqe, SendWqe, Sge, WrOpcode, MAX_INLINE, MAX_SGE};
+use super::verbs::{send_flags, MwBind, RecvWqe, SendWqe, Sge, WrOpcode, MAX_INLINE, MAX_SGE};
 
 /// Requests a process's producer index `prod` claims beyond the `taken`
 /// the kernel has consumed, or None when the claim is impossible: with the
@@ -68,6 +68,11 @@ pub struct SqSlot {
     pub ah: u32,
     pub remote_qpn: u32,
     pub remote_qkey: u32,
+    /// BIND_MW: the region's L_Key and the rights the window grants (the
+    /// window's current R_Key is in `imm_data`, its new one in `rkey`,
+    /// the range in `remote_addr` and `compare_add`).
+    pub bind_lkey: u32,
+    pub bind_access: u32,
     pub sge: [Sge; MAX_SGE],
     pub inline: [u8; MAX_INLINE],
 }
@@ -88,6 +93,8 @@ impl Default for SqSlot {
             ah: 0,
             remote_qpn: 0,
             remote_qkey: 0,
+            bind_lkey: 0,
+            bind_access: 0,
             sge: [Sge::default(); MAX_SGE],
             inline: [0; MAX_INLINE],
         }
@@ -126,6 +133,11 @@ pub fn send_wqe(w: &SqSlot, max_sge: u32, ud: Option<UdSend>) -> Option<SendWqe>
     if flags & !known != 0 {
         return None;
     }
+    // A local operation moves no data: a gather list or inline bytes
+    // there is a malformed request.
+    if opcode.is_local() && (w.num_sge != 0 || flags & send_flags::INLINE != 0) {
+        return None;
+    }
     let mut wqe = SendWqe {
         wr_id: w.wr_id,
         opcode,
@@ -149,9 +161,19 @@ pub fn send_wqe(w: &SqSlot, max_sge: u32, ud: Option<UdSend>) -> Option<SendWqe>
     }
     wqe.imm_data = match opcode {
         WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm => u32::from_be(w.imm_data),
-        WrOpcode::SendWithInv => w.imm_data,
+        WrOpcode::SendWithInv | WrOpcode::LocalInv => w.imm_data,
         _ => 0,
     };
+    if opcode == WrOpcode::BindMw {
+        wqe.bind = MwBind {
+            mw_key: w.imm_data,
+            new_key: w.rkey,
+            mr_key: w.bind_lkey,
+            access: w.bind_access,
+            addr: w.remote_addr,
+            length: w.compare_add,
+        };
+    }
     if let Some(ud) = ud {
         if !matches!(opcode, WrOpcode::Send | WrOpcode::SendWithImm) || ud.ah_pd != Some(ud.pd) {
             return None;
@@ -240,6 +262,30 @@ mod tests {
         let mut inv = send(WrOpcode::SendWithInv);
         inv.imm_data = 0xabcd;
         assert_eq!(send_wqe(&inv, 2, None).map(|q| q.imm_data), Some(0xabcd), "the R_Key as it is");
+    }
+
+    #[test]
+    fn a_bind_slot_carries_the_window_the_region_and_the_range() {
+        let w = SqSlot {
+            opcode: WrOpcode::BindMw as u32,
+            imm_data: 0x1234_5601,
+            rkey: 0x1234_5602,
+            bind_lkey: 0x77_0003,
+            bind_access: 6,
+            remote_addr: 0x1000,
+            compare_add: 0x200,
+            ..SqSlot::default()
+        };
+        let q = send_wqe(&w, 2, None).expect("accepted");
+        assert_eq!(q.opcode, WrOpcode::BindMw);
+        assert_eq!(q.bind, MwBind { mw_key: 0x1234_5601, new_key: 0x1234_5602, mr_key: 0x77_0003, access: 6, addr: 0x1000, length: 0x200 });
+        let inv = SqSlot { opcode: WrOpcode::LocalInv as u32, imm_data: 0xabcd, ..SqSlot::default() };
+        assert_eq!(send_wqe(&inv, 2, None).map(|q| q.imm_data), Some(0xabcd), "the R_Key as it is");
+        assert!(send_wqe(&SqSlot { num_sge: 1, ..w }, 2, None).is_none(), "a local operation with a gather list");
+        assert!(send_wqe(&SqSlot { send_flags: send_flags::INLINE, ..inv }, 2, None).is_none(), "inline");
+        assert!(send_wqe(&SqSlot { opcode: WrOpcode::RegMr as u32, ..inv }, 2, None).is_none(), "fast registration is the kernel's");
+        let ud = UdSend { pd: 1, ah_pd: Some(1), max_msg: 4096 };
+        assert!(send_wqe(&w, 2, Some(ud)).is_none(), "no bind on UD");
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub enum WcStatus {
     LocProtErr = 4,
     /// Flushed: the QP entered the error state before the request ran.
     WrFlushErr = 5,
+    /// A memory window bind failed its checks (IBTA 10.6.7.2).
+    MwBindErr = 6,
     /// The responder sent an unexpected or malformed response.
     BadRespErr = 7,
     /// Local access error on a remote request (responder side).
@@ -76,6 +78,8 @@ pub enum WcOpcode {
     CompSwap = 3,
     /// An atomic fetch and add on the send queue.
     FetchAdd = 4,
+    /// A memory window bind (`IBV_WC_BIND_MW`).
+    BindMw = 5,
     /// A local invalidate (`IBV_WC_LOCAL_INV`, `IB_WC_LOCAL_INV`).
     LocalInv = 6,
     /// A fast registration. Kernel QPs only: the kernel's `IB_WC_REG_MR`
@@ -107,8 +111,11 @@ pub enum WrOpcode {
     /// Atomic fetch and add.
     AtomicFetchAndAdd = 6,
     /// Local invalidate (`IB_WR_LOCAL_INV`): invalidates the key in
-    /// [`SendWqe::imm_data`]. Kernel QPs only.
+    /// [`SendWqe::imm_data`] (a kernel consumer's fast region, a
+    /// process's type 2B memory window).
     LocalInv = 7,
+    /// Memory window bind (`IBV_WR_BIND_MW`): applies [`SendWqe::bind`].
+    BindMw = 8,
     /// SEND with invalidate.
     SendWithInv = 9,
     /// Fast registration (`IB_WR_REG_MR`, the kernel's value): applies
@@ -118,9 +125,8 @@ pub enum WrOpcode {
 
 impl WrOpcode {
     /// The `ibv_wr_opcode` value `v`, if the engine executes it and a
-    /// process may post it: the local memory operations
-    /// ([`WrOpcode::RegMr`], [`WrOpcode::LocalInv`]) are not among them
-    /// (the kernel glue maps them from `ib_send_wr` itself).
+    /// process may post it: fast registration ([`WrOpcode::RegMr`]) is not
+    /// among them (the kernel glue maps it from `ib_send_wr` itself).
     pub fn from_u32(v: u32) -> Option<Self> {
         Some(match v {
             0 => Self::RdmaWrite,
@@ -130,6 +136,8 @@ impl WrOpcode {
             4 => Self::RdmaRead,
             5 => Self::AtomicCmpAndSwp,
             6 => Self::AtomicFetchAndAdd,
+            7 => Self::LocalInv,
+            8 => Self::BindMw,
             9 => Self::SendWithInv,
             _ => return None,
         })
@@ -144,6 +152,7 @@ impl WrOpcode {
             Self::AtomicCmpAndSwp => WcOpcode::CompSwap,
             Self::AtomicFetchAndAdd => WcOpcode::FetchAdd,
             Self::LocalInv => WcOpcode::LocalInv,
+            Self::BindMw => WcOpcode::BindMw,
             Self::RegMr => WcOpcode::RegMr,
         }
     }
@@ -151,7 +160,7 @@ impl WrOpcode {
     /// Whether this is a local memory operation: executed by the requester
     /// when it reaches it, in order, without a packet.
     pub fn is_local(self) -> bool {
-        matches!(self, Self::RegMr | Self::LocalInv)
+        matches!(self, Self::RegMr | Self::LocalInv | Self::BindMw)
     }
 
     /// Whether the responder answers with data (RDMA READ, atomics), which
@@ -206,6 +215,10 @@ pub mod access {
     pub const REMOTE_READ: u32 = 1 << 2;
     /// Remote atomic access.
     pub const REMOTE_ATOMIC: u32 = 1 << 3;
+    /// Memory windows may be bound to the region.
+    pub const MW_BIND: u32 = 1 << 4;
+    /// A window (or region) addressed from 0 rather than from its VA.
+    pub const ZERO_BASED: u32 = 1 << 5;
 }
 
 /// One scatter/gather element (`struct ibv_sge`).
@@ -232,6 +245,24 @@ pub struct FastReg {
     /// First virtual address.
     pub iova: u64,
     /// Length in bytes.
+    pub length: u64,
+}
+
+/// What a memory window bind ([`WrOpcode::BindMw`], `ibv_mw_bind_info`
+/// with the window's keys) applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct MwBind {
+    /// The window, named by its current R_Key.
+    pub mw_key: u32,
+    /// The R_Key it takes: the same index, the low byte the consumer's.
+    pub new_key: u32,
+    /// The region it is bound to (its L_Key); ignored by an unbind.
+    pub mr_key: u32,
+    /// The [`access`] rights it grants (remote read, write, atomic).
+    pub access: u32,
+    /// First address, in the region's address space.
+    pub addr: u64,
+    /// Length in bytes; 0 unbinds a type 1 window.
     pub length: u64,
 }
 
@@ -273,6 +304,8 @@ pub struct SendWqe {
     pub remote_qkey: u32,
     /// [`WrOpcode::RegMr`]: the registration.
     pub reg: FastReg,
+    /// [`WrOpcode::BindMw`]: the bind.
+    pub bind: MwBind,
 }
 
 impl Default for SendWqe {
@@ -294,6 +327,7 @@ impl Default for SendWqe {
             remote_qpn: 0,
             remote_qkey: 0,
             reg: FastReg::default(),
+            bind: MwBind::default(),
         }
     }
 }

@@ -125,15 +125,17 @@ struct ferroce_sq_wqe {
 	__u32 send_flags;	/* IBV_SEND_* */
 	__u32 num_sge;		/* 0 with IBV_SEND_INLINE */
 	__u32 inline_len;	/* with IBV_SEND_INLINE */
-	__u32 imm_data;		/* _WITH_IMM: network order; SEND_WITH_INV: the rkey */
-	__u32 rkey;		/* RDMA and atomic */
-	__u64 remote_addr;	/* RDMA and atomic */
-	__u64 compare_add;	/* atomic */
+	__u32 imm_data;		/* _WITH_IMM: network order; SEND_WITH_INV, LOCAL_INV: the rkey; BIND_MW: the window's rkey */
+	__u32 rkey;		/* RDMA and atomic; BIND_MW: the window's new rkey */
+	__u64 remote_addr;	/* RDMA and atomic; BIND_MW: the window's first address */
+	__u64 compare_add;	/* atomic; BIND_MW: the window's length */
 	__u64 swap;		/* atomic compare and swap */
 	__u32 ah;		/* UD: ferroce_create_ah_resp.ah_handle */
 	__u32 remote_qpn;	/* UD */
 	__u32 remote_qkey;	/* UD */
-	__u32 rsvd[3];
+	__u32 bind_lkey;	/* BIND_MW: the region's lkey */
+	__u32 bind_access;	/* BIND_MW: IBV_ACCESS_REMOTE_* the window grants */
+	__u32 rsvd;
 	union {
 		struct ferroce_sge sge[FERROCE_RING_MAX_SGE];
 		__u8 inline_data[FERROCE_RING_MAX_INLINE];

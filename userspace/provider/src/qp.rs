@@ -478,6 +478,8 @@ fn opcode_ok(q: &FerroceQp, opcode: u32) -> bool {
         IBV_WR_SEND_WITH_INV | IBV_WR_RDMA_READ | IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD => {
             !q.is_ud && !q.is_uc
         }
+        // Memory windows: bound and invalidated on RC and UC QPs.
+        IBV_WR_BIND_MW | IBV_WR_LOCAL_INV => !q.is_ud,
         _ => false,
     }
 }
@@ -592,7 +594,7 @@ unsafe fn send_wqe(qp: *mut ibv_qp, q: &FerroceQp, w: &ibv_send_wr) -> Result<fe
     wqe.send_flags = w.send_flags & SEND_FLAGS;
     if matches!(
         w.opcode,
-        IBV_WR_SEND_WITH_IMM | IBV_WR_RDMA_WRITE_WITH_IMM | IBV_WR_SEND_WITH_INV
+        IBV_WR_SEND_WITH_IMM | IBV_WR_RDMA_WRITE_WITH_IMM | IBV_WR_SEND_WITH_INV | IBV_WR_LOCAL_INV
     ) {
         // SAFETY: a union of two u32s: the immediate data (already in
         // network order) or the rkey to invalidate, passed as stored.
@@ -622,8 +624,21 @@ unsafe fn send_wqe(qp: *mut ibv_qp, q: &FerroceQp, w: &ibv_send_wr) -> Result<fe
                 wqe.compare_add = a.compare_add;
                 wqe.swap = a.swap;
             }
+            IBV_WR_BIND_MW => {
+                // SAFETY: a bind uses the `bind_mw` member; its window and
+                // region are the caller's (NULL region: a type 1 unbind).
+                unsafe {
+                    let b = &w.__bindgen_anon_2.bind_mw;
+                    put_bind(&mut wqe, b.mw, b.rkey, &b.bind_info)?;
+                }
+            }
             _ => {}
         }
+    }
+    if matches!(w.opcode, IBV_WR_BIND_MW | IBV_WR_LOCAL_INV) {
+        // A local operation moves no data: its gather list is ignored.
+        wqe.send_flags &= !IBV_SEND_INLINE;
+        return Ok(wqe);
     }
     // Inline data is refused on READ and atomics before anything is read.
     if wqe.send_flags & IBV_SEND_INLINE != 0 {
@@ -633,6 +648,27 @@ unsafe fn send_wqe(qp: *mut ibv_qp, q: &FerroceQp, w: &ibv_send_wr) -> Result<fe
     unsafe { put_data(&mut wqe, list) }?;
     check_wqe(q, &wqe)?;
     Ok(wqe)
+}
+
+/// Fills a bind's slot: the window `mw` (by its current rkey) takes
+/// `rkey` over `info`'s range of its region. EINVAL without a window.
+///
+/// # Safety
+/// `mw` is NULL or a window of this context; `info.mr` NULL or a region.
+pub(crate) unsafe fn put_bind(wqe: &mut ferroce_sq_wqe, mw: *mut ibv_mw, rkey: u32, info: &ibv_mw_bind_info) -> Result<(), c_int> {
+    if mw.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: the caller's live window and, when not NULL, region.
+    unsafe {
+        wqe.imm_data = (*mw).rkey;
+        wqe.bind_lkey = if info.mr.is_null() { 0 } else { (*info.mr).lkey };
+    }
+    wqe.rkey = rkey;
+    wqe.remote_addr = info.addr;
+    wqe.compare_add = info.length;
+    wqe.bind_access = info.mw_access_flags;
+    Ok(())
 }
 
 /// The send flags ferroce acts on; others (checksum offloads...) are

@@ -39,11 +39,15 @@ const RC_OPS: u64 = (IBV_QP_EX_WITH_SEND
     | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
     | IBV_QP_EX_WITH_RDMA_READ
     | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
-    | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) as u64;
+    | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+    | IBV_QP_EX_WITH_BIND_MW
+    | IBV_QP_EX_WITH_LOCAL_INV) as u64;
 const UC_OPS: u64 = (IBV_QP_EX_WITH_SEND
     | IBV_QP_EX_WITH_SEND_WITH_IMM
     | IBV_QP_EX_WITH_RDMA_WRITE
-    | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM) as u64;
+    | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+    | IBV_QP_EX_WITH_BIND_MW
+    | IBV_QP_EX_WITH_LOCAL_INV) as u64;
 const UD_OPS: u64 = (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM) as u64;
 
 /// Whether a QP of `qp_type` can offer every operation in `flags`.
@@ -112,6 +116,13 @@ impl Batch {
         let Some(mut p) = self.cur.take() else { return };
         if self.err != 0 {
             return;
+        }
+        if matches!(p.wqe.opcode, IBV_WR_BIND_MW | IBV_WR_LOCAL_INV) {
+            // A local operation moves no data: setters are ignored.
+            p.num_sge = 0;
+            p.inline_set = true;
+            p.wqe.inline_len = 0;
+            p.wqe.send_flags &= !IBV_SEND_INLINE;
         }
         let list = p.sge.get(..p.num_sge).unwrap_or(&[]);
         let r = if p.inline_set {
@@ -261,6 +272,28 @@ unsafe extern "C" fn wr_atomic_cmp_swp(qpx: *mut ibv_qp_ex, rkey: u32, remote_ad
 unsafe extern "C" fn wr_atomic_fetch_add(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, add: u64) {
     // SAFETY: libibverbs passes the QP's own ibv_qp_ex.
     unsafe { atomic(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, remote_addr, add, 0) }
+}
+
+unsafe extern "C" fn wr_bind_mw(qpx: *mut ibv_qp_ex, mw: *mut ibv_mw, rkey: u32, info: *const ibv_mw_bind_info) {
+    // SAFETY: libibverbs passes the QP's own ibv_qp_ex; the window and
+    // the bind information are the caller's (a NULL one fails the batch).
+    unsafe {
+        if info.is_null() || mw.is_null() {
+            build(qpx, IBV_WR_BIND_MW, |_| {});
+            lock(&qp_of(qpx).wr.batch).fail(EINVAL);
+            return;
+        }
+        let info = &*info;
+        build(qpx, IBV_WR_BIND_MW, |w| {
+            // Cannot fail: the window is not NULL.
+            let _ = crate::qp::put_bind(w, mw, rkey, info);
+        });
+    }
+}
+
+unsafe extern "C" fn wr_local_inv(qpx: *mut ibv_qp_ex, invalidate_rkey: u32) {
+    // SAFETY: as in `wr_send`.
+    unsafe { build(qpx, IBV_WR_LOCAL_INV, |w| w.imm_data = invalidate_rkey) }
 }
 
 unsafe extern "C" fn wr_set_sge_list(qpx: *mut ibv_qp_ex, num_sge: usize, sg_list: *const ibv_sge) {
@@ -438,6 +471,8 @@ pub(crate) fn install(q: &mut FerroceQp, flags: u64) {
         has(IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP).then_some(wr_atomic_cmp_swp as unsafe extern "C" fn(_, _, _, _, _));
     x.wr_atomic_fetch_add =
         has(IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD).then_some(wr_atomic_fetch_add as unsafe extern "C" fn(_, _, _, _));
+    x.wr_bind_mw = has(IBV_QP_EX_WITH_BIND_MW).then_some(wr_bind_mw as unsafe extern "C" fn(_, _, _, _));
+    x.wr_local_inv = has(IBV_QP_EX_WITH_LOCAL_INV).then_some(wr_local_inv as unsafe extern "C" fn(_, _));
     x.wr_set_sge = Some(wr_set_sge);
     x.wr_set_sge_list = Some(wr_set_sge_list);
     x.wr_set_inline_data = Some(wr_set_inline_data);

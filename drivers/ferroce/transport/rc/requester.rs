@@ -47,7 +47,7 @@ fn send_write_opcode(op: WrOpcode, first: bool, last: bool) -> Opcode {
         (Send, false, true) => Opcode::RC_SEND_LAST,
         (SendWithImm, false, true) => Opcode::RC_SEND_LAST_WITH_IMMEDIATE,
         (SendWithInv, false, true) => Opcode::RC_SEND_LAST_WITH_INVALIDATE,
-        (RdmaWrite | RdmaRead | AtomicCmpAndSwp | AtomicFetchAndAdd | LocalInv | RegMr, true, true) => {
+        (RdmaWrite | RdmaRead | AtomicCmpAndSwp | AtomicFetchAndAdd | LocalInv | RegMr | BindMw, true, true) => {
             Opcode::RC_RDMA_WRITE_ONLY
         }
         (RdmaWriteWithImm, true, true) => Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
@@ -236,9 +236,12 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let r = match wqe.opcode {
             WrOpcode::RegMr => mem.fast_register(self.pd, &wqe.reg),
             WrOpcode::LocalInv => mem.invalidate(self.pd, wqe.imm_data),
+            WrOpcode::BindMw => mem.bind_mw(self.pd, &wqe.bind),
             _ => return Err(WcStatus::LocQpOpErr),
         };
-        r.map_err(|_| WcStatus::LocProtErr)?;
+        // A bind's failure is its own status (IBTA 10.6.7.2), an
+        // invalidate's a local protection error.
+        r.map_err(|_| if wqe.opcode == WrOpcode::BindMw { WcStatus::MwBindErr } else { WcStatus::LocProtErr })?;
         let psn = self.req.next_psn;
         if let Some(s) = self.sq_at_mut(seq) {
             s.started = true;

@@ -996,10 +996,12 @@ fn rc_local_operations_are_not_inline_and_not_on_ud() {
     reg.send_flags = 0;
     assert!(ud.post_send(&reg).is_err());
     assert!(ud.post_send(&local_inv(1, 0x4242)).is_err());
-    // Process rings use from_u32, which names neither.
+    // Process rings use from_u32: a process binds and invalidates
+    // windows; fast registration is the kernel's.
     assert_eq!(WrOpcode::from_u32(WrOpcode::RegMr as u32), None);
-    assert_eq!(WrOpcode::from_u32(WrOpcode::LocalInv as u32), None);
-    assert_eq!((WcOpcode::LocalInv as u32, WcOpcode::RegMr as u32), (6, 10));
+    assert_eq!(WrOpcode::from_u32(7), Some(WrOpcode::LocalInv));
+    assert_eq!(WrOpcode::from_u32(8), Some(WrOpcode::BindMw));
+    assert_eq!((WcOpcode::BindMw as u32, WcOpcode::LocalInv as u32, WcOpcode::RegMr as u32), (5, 6, 10));
 }
 
 /// A receive WQE in the middle of a message (SEND_FIRST executed, the rest
