@@ -239,7 +239,9 @@ static void type2(void)
 
 	CHECK("ibv_alloc_mw gives a type 2B window an R_Key", mw->rkey != 0 && mw->type == IBV_MW_TYPE_2,
 	      "rkey %#x type %d", mw->rkey, mw->type);
-	st = bind2(p.b, p.cb, mw, mr_b, key, 4096, 4096, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	/* Local write among the rights, as verbs programs pass it: ignored. */
+	st = bind2(p.b, p.cb, mw, mr_b, key, 4096, 4096,
+		   IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE);
 	CHECK("IBV_WR_BIND_MW of a type 2B window completes (IBV_WC_BIND_MW)", st == IBV_WC_SUCCESS, "status %d", st);
 	mw->rkey = key;
 	memset(buf_b, 0, LEN);
@@ -346,6 +348,7 @@ static void type2(void)
 			{ "remote write over a region without local write: IBV_WC_MW_BIND_ERR", rdonly, 1, 0, 64,
 			  IBV_ACCESS_REMOTE_WRITE },
 			{ "a new key of another index: IBV_WC_MW_BIND_ERR", mr_b, 0x100, 0, 64, IBV_ACCESS_REMOTE_READ },
+			{ "a type 2B bind of length 0: IBV_WC_MW_BIND_ERR", mr_b, 1, 0, 0, IBV_ACCESS_REMOTE_READ },
 		};
 
 		if (!nobind || !rdonly)

@@ -50,10 +50,11 @@ static int gid_index;
 #define RC_OPS                                                                                                   \
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_SEND_WITH_INV |                     \
 	 IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |             \
-	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_BIND_MW |       \
+	 IBV_QP_EX_WITH_LOCAL_INV)
 #define UC_OPS                                                                                                   \
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |                        \
-	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
+	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV)
 #define ALL_WC_FLAGS                                                                                             \
 	(IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |          \
 	 IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS)
@@ -224,8 +225,8 @@ static void creation_refusals(void)
 		enum ibv_qp_type type;
 		uint64_t ops;
 	} bad_ops[] = {
-		{ "RC LOCAL_INV (the ring takes no local invalidate)", IBV_QPT_RC, IBV_QP_EX_WITH_LOCAL_INV },
-		{ "RC BIND_MW", IBV_QPT_RC, IBV_QP_EX_WITH_BIND_MW },
+		{ "UD BIND_MW", IBV_QPT_UD, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW },
+		{ "UD LOCAL_INV", IBV_QPT_UD, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_LOCAL_INV },
 		{ "RC TSO", IBV_QPT_RC, IBV_QP_EX_WITH_TSO },
 		{ "RC FLUSH", IBV_QPT_RC, IBV_QP_EX_WITH_FLUSH },
 		{ "RC ATOMIC_WRITE", IBV_QPT_RC, IBV_QP_EX_WITH_ATOMIC_WRITE },

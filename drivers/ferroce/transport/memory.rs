@@ -216,11 +216,14 @@ pub fn check_window(w: &Window, key: u32, pd: u32, qpn: u32, need: u32, va: u64,
 /// - the window named by a key that is not its current one, or a new key
 ///   of another index (only the low byte is the consumer's);
 /// - the window in another PD than the QP (C10-72);
-/// - a type 2B window still bound (it must be invalidated first);
-/// - rights a window cannot grant (zero-based windows are not offered);
-/// - the region: its key, its PD (the QP's), not a kernel region, bound
-///   with `MW_BIND` access, with local write when the window grants remote
-///   write or atomics (C10-75), and the window's range inside it (C10-76).
+/// - a type 2B window still bound (o10-37.2.30: it must be invalidated
+///   first), or bound with no region or length 0 (o10-37.2.40);
+/// - rights other than the remote ones (local write, which verbs programs
+///   pass along, is ignored); zero-based windows are not offered;
+/// - the region: its key, its PD (the QP's), not a kernel region,
+///   registered with `MW_BIND` (C10-73), with local write when the window
+///   grants remote write or atomics (C10-74), and the window's range inside
+///   it (C10-75).
 pub fn check_bind(w: &Window, mr: Option<&Region>, pd: u32, qpn: u32, bind: &super::verbs::MwBind) -> Result<Option<Binding>, MemError> {
     use super::verbs::access;
     if bind.mw_key != w.key || bind.new_key >> 8 != w.key >> 8 {
@@ -229,10 +232,10 @@ pub fn check_bind(w: &Window, mr: Option<&Region>, pd: u32, qpn: u32, bind: &sup
     if w.pd != pd {
         return Err(MemError::PdMismatch);
     }
-    if w.type2 && w.binding.is_some() {
+    if w.type2 && (w.binding.is_some() || bind.length == 0) {
         return Err(MemError::InvalidKey);
     }
-    if bind.access & !MW_ACCESS != 0 {
+    if bind.access & !(MW_ACCESS | access::LOCAL_WRITE) != 0 {
         return Err(MemError::AccessDenied);
     }
     if !w.type2 && bind.length == 0 {
@@ -256,7 +259,7 @@ pub fn check_bind(w: &Window, mr: Option<&Region>, pd: u32, qpn: u32, bind: &sup
     if bind.addr < r.iova || end > r_end {
         return Err(MemError::OutOfBounds);
     }
-    Ok(Some(Binding { mr_key: r.key, qpn, access: bind.access, addr: bind.addr, length: bind.length }))
+    Ok(Some(Binding { mr_key: r.key, qpn, access: bind.access & MW_ACCESS, addr: bind.addr, length: bind.length }))
 }
 
 /// The checks of an invalidation (LOCAL_INV, or SEND with Invalidate
@@ -351,16 +354,19 @@ mod tests {
         let bound = Window { binding: ok.unwrap(), ..W2 };
         assert_eq!(check_bind(&bound, Some(&r), 7, 5, &bind(1, 0)), Err(MemError::InvalidKey), "a bound type 2B window");
         assert_eq!(check_bind(&W2, Some(&r), 7, 5, &bind(1, access::ZERO_BASED)), Err(MemError::AccessDenied));
-        assert_eq!(check_bind(&W2, Some(&r), 7, 5, &bind(1, access::LOCAL_WRITE)), Err(MemError::AccessDenied));
+        let lw = check_bind(&W2, Some(&r), 7, 5, &bind(1, access::LOCAL_WRITE | access::REMOTE_READ));
+        assert_eq!(lw.map(|b| b.map(|b| b.access)), Ok(Some(access::REMOTE_READ)), "local write is ignored");
+        assert_eq!(check_bind(&W2, Some(&r), 7, 5, &bind(1, access::MW_BIND)), Err(MemError::AccessDenied));
+        assert_eq!(check_bind(&W2, Some(&r), 7, 5, &bind(0, 0)), Err(MemError::InvalidKey), "o10-37.2.40: length 0");
         assert_eq!(check_bind(&W2, None, 7, 5, &bind(1, 0)), Err(MemError::InvalidKey));
         assert_eq!(check_bind(&W2, Some(&Region { key: R.key ^ 1, ..r }), 7, 5, &bind(1, 0)), Err(MemError::InvalidKey));
         assert_eq!(check_bind(&W2, Some(&Region { pd: 8, ..r }), 7, 5, &bind(1, 0)), Err(MemError::PdMismatch));
         assert_eq!(check_bind(&W2, Some(&Region { kernel_only: true, ..r }), 7, 5, &bind(1, 0)), Err(MemError::PdMismatch));
         assert_eq!(check_bind(&W2, Some(&R), 7, 5, &bind(1, 0)), Err(MemError::AccessDenied), "no MW_BIND");
         let ro = Region { access: access::REMOTE_READ | access::MW_BIND, ..R };
-        assert_eq!(check_bind(&W2, Some(&ro), 7, 5, &bind(1, access::REMOTE_WRITE)), Err(MemError::AccessDenied), "C10-75");
-        assert_eq!(check_bind(&W2, Some(&ro), 7, 5, &bind(1, access::REMOTE_ATOMIC)), Err(MemError::AccessDenied), "C10-75");
-        assert_eq!(check_bind(&W2, Some(&r), 7, 5, &bind(0xf1, 0)), Err(MemError::OutOfBounds), "C10-76");
+        assert_eq!(check_bind(&W2, Some(&ro), 7, 5, &bind(1, access::REMOTE_WRITE)), Err(MemError::AccessDenied), "C10-74");
+        assert_eq!(check_bind(&W2, Some(&ro), 7, 5, &bind(1, access::REMOTE_ATOMIC)), Err(MemError::AccessDenied), "C10-74");
+        assert_eq!(check_bind(&W2, Some(&r), 7, 5, &bind(0xf1, 0)), Err(MemError::OutOfBounds), "C10-75");
         assert_eq!(check_bind(&W2, Some(&r), 7, 5, &super::super::verbs::MwBind { addr: 0xfff, ..bind(1, 0) }), Err(MemError::OutOfBounds));
         assert_eq!(check_bind(&W2, Some(&r), 7, 5, &super::super::verbs::MwBind { addr: u64::MAX, ..bind(2, 0) }), Err(MemError::OutOfBounds));
         assert!(check_bind(&W2, Some(&r), 7, 5, &bind(0xf0, 0)).is_ok(), "to the region's end");
