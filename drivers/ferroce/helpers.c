@@ -456,6 +456,18 @@ void ferroce_srq_limit_event(struct ib_srq *srq)
 		srq->event_handler(&ev, srq->srq_context);
 }
 
+void ferroce_cq_err_event(struct ib_cq *cq)
+{
+	struct ib_event ev = {
+		.device = cq->device,
+		.element.cq = cq,
+		.event = IB_EVENT_CQ_ERR,
+	};
+
+	if (cq->event_handler)
+		cq->event_handler(&ev, cq->cq_context);
+}
+
 void ferroce_qp_event(struct ib_qp *qp, enum ib_event_type type)
 {
 	struct ib_event ev = {

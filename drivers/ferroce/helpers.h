@@ -134,6 +134,7 @@ bool ferroce_qp_is_user(const struct ib_qp *qp);
 
 /* --- SRQ limit event (through the SRQ's event handler) --- */
 void ferroce_srq_limit_event(struct ib_srq *srq);
+void ferroce_cq_err_event(struct ib_cq *cq);
 void ferroce_qp_event(struct ib_qp *qp, enum ib_event_type type);
 
 /* --- the local delivery queue (struct sk_buff_head stays opaque) --- */

@@ -109,6 +109,8 @@ h=$?
 cat /tmp/hostile.log
 check "hostile_ring: the process survives its own scribbling and every damaged QP ends in ERR" test "$h" = 0
 expect "  ...every victim queried" 'victim chaos +QP [0-9]+: ERR' "$(cat /tmp/hostile.log)"
+expect "  ...the CQ whose consumer index was scribbled raised one IBV_EVENT_CQ_ERR, untouched CQs none" \
+	'CQ error events: cq-cons-ahead 1,' "$(cat /tmp/hostile.log)"
 tail -12 /tmp/healthy.0.log
 rdma statistic show link fr0/1
 corrupt=$(($(counter ring_err_corrupt_index) - ${corrupt0:-0}))

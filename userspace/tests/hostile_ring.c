@@ -24,7 +24,8 @@
  *   rq-prod-ahead    RQ prod = cons + 2 * entries + 5; the peer then sends
  *   rq-num-sge       an RQ WQE with num_sge 200, published; the peer sends
  *   cq-cons-ahead    the CQ's cons = prod + 100000 (the QP is not required
- *                    to fail: the damage is to the CQ)
+ *                    to fail: the damage is to the CQ, which raises one
+ *                    IBV_EVENT_CQ_ERR)
  *   chaos            random bytes at random places of the SQ, RQ and CQ
  *                    rings while traffic runs, then a garbage SQ prod
  *
@@ -54,6 +55,7 @@
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <rdma/ib_user_verbs.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -762,6 +764,40 @@ int main(int argc, char **argv)
 		if (must_fail(i) && s != IBV_QPS_ERR) {
 			printf("FAIL: victim %s is not in ERR\n", kind_name[i]);
 			failed++;
+		}
+	}
+	/* The CQ whose consumer index went ahead of its producer is in error:
+	 * exactly one IBV_EVENT_CQ_ERR for it, none for the CQs no attack
+	 * touched (chaos may have hit its own CQ). Every event is taken and
+	 * acknowledged (destroy waits for that). */
+	{
+		int cq_err[K_NKINDS] = { 0 }, other = 0;
+		struct pollfd pf = { .fd = ctx->async_fd, .events = POLLIN };
+		struct ibv_async_event ev;
+
+		while (poll(&pf, 1, 500) == 1 && ibv_get_async_event(ctx, &ev) == 0) {
+			if (ev.event_type == IBV_EVENT_CQ_ERR) {
+				int k;
+
+				for (k = 0; k < K_NKINDS && pairs[k].a.cq != ev.element.cq && pairs[k].b.cq != ev.element.cq;
+				     k++)
+					;
+				if (k < K_NKINDS)
+					cq_err[k]++;
+				else
+					other++;
+			}
+			ibv_ack_async_event(&ev);
+		}
+		printf("CQ error events: cq-cons-ahead %d, chaos %d, other victims %d\n", cq_err[K_CQ_CONS_AHEAD],
+		       cq_err[K_CHAOS], other);
+		for (i = 0; i < K_NKINDS; i++) {
+			int want = i == K_CQ_CONS_AHEAD;
+
+			if (i != K_CHAOS && cq_err[i] != want) {
+				printf("FAIL: victim %s: %d IBV_EVENT_CQ_ERR (want %d)\n", kind_name[i], cq_err[i], want);
+				failed++;
+			}
 		}
 	}
 	for (i = 0; i < K_NKINDS; i++)

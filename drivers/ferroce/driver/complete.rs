@@ -19,6 +19,10 @@ const NOTIFY_CQS: usize = 8;
 /// `QpEntry::events_due`.
 const NOTIFY_QPS: usize = 4;
 
+/// CQ error events one pass records; a CQ that finds no room is taken by
+/// a later pass (its `err_sent` stays false).
+const NOTIFY_CQ_ERRS: usize = 2;
+
 /// CQs whose completion handler must run once the device lock is dropped.
 /// Each is held by a counted reference (`CqRef`) while recorded, so that
 /// `destroy_cq` waits until its handler has returned. A pass that reaches
@@ -33,6 +37,8 @@ pub(crate) struct Notify {
     n: usize,
     qps: [Option<(QpRef, u8)>; NOTIFY_QPS],
     nq: usize,
+    /// CQs whose `IB_EVENT_CQ_ERR` is to be sent.
+    errs: [Option<CqRef>; NOTIFY_CQ_ERRS],
     overflowed: bool,
 }
 
@@ -43,6 +49,7 @@ impl Notify {
             n: 0,
             qps: [const { None }; NOTIFY_QPS],
             nq: 0,
+            errs: [const { None }; NOTIFY_CQ_ERRS],
             overflowed: false,
         }
     }
@@ -64,6 +71,22 @@ impl Notify {
                 self.nq += 1;
             }
             None => self.overflowed = true,
+        }
+    }
+
+    /// Records `cq`'s error event, once per CQ; false when this pass has
+    /// no room left (a later pass sends it).
+    fn add_err(&mut self, cq: &mut CqEntry) -> bool {
+        if cq.err_sent {
+            return true;
+        }
+        match self.errs.iter_mut().find(|s| s.is_none()) {
+            Some(slot) => {
+                *slot = Some(cq.cq.clone());
+                cq.err_sent = true;
+                true
+            }
+            None => false,
         }
     }
 
@@ -91,6 +114,11 @@ impl Notify {
         for c in self.cqs.iter_mut().take(n).filter_map(Option::take) {
             if call {
                 Counted::comp_event(c);
+            }
+        }
+        for c in self.errs.iter_mut().filter_map(Option::take) {
+            if call {
+                c.error_event();
             }
         }
         let nq = core::mem::take(&mut self.nq);
@@ -159,6 +187,14 @@ pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version
         loop {
             if cq.is_full() {
                 let pending = if recv { e.qp.recv_queue_len() } else { e.qp.send_queue_len() };
+                // A process's ring whose consumer index claims more than
+                // the ring holds can take no completion again: the CQ is
+                // in error (IBTA 11.6.3: CQ error, an affiliated
+                // asynchronous event), once; its completions stay in the
+                // QP, nothing is overwritten.
+                if pending > 0 && cq.overrun() && !cq.err_sent && notify.add_err(cq) {
+                    dev.count(Counter::RingCorrupt);
+                }
                 if pending > 0 {
                     dev.count(Counter::CqFull);
                     // A process polls its ring without us: tell it to come

@@ -230,6 +230,8 @@ pub(crate) struct CqEntry {
     /// Armed when a completion came but a pass's `Notify` was full: the
     /// pass runs the handler after its others (`Notify::run`).
     pub(crate) event_due: bool,
+    /// `IB_EVENT_CQ_ERR` went out (once per CQ).
+    pub(crate) err_sent: bool,
 }
 
 impl CqEntry {
@@ -247,6 +249,7 @@ impl CqEntry {
                 uprod: 0,
                 waiting: false,
                 event_due: false,
+                err_sent: false,
             },
             GFP_KERNEL_ACCOUNT,
         )?)
@@ -314,6 +317,12 @@ impl CqEntry {
             Some(r) => self.user_len(r),
             None => self.len,
         }
+    }
+
+    /// A process's ring whose consumer index claims more unread entries
+    /// than the ring holds (scribbled): the CQ is in error.
+    pub(crate) fn overrun(&self) -> bool {
+        self.user.as_ref().is_some_and(|r| shared_ring::overrun(self.uprod, r.cons(), r.entries()))
     }
 
     pub(crate) fn is_full(&self) -> bool {

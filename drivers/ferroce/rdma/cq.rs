@@ -56,6 +56,14 @@ pub(super) unsafe fn init_hooks(ibcq: *mut b::ib_cq, vector: u32) {
 }
 
 impl Counted<b::ib_cq> {
+    /// Sends the CQ's `IB_EVENT_CQ_ERR` (without the driver's lock): the CQ
+    /// can take no more completions.
+    pub(crate) fn error_event(&self) {
+        // SAFETY: the CQ is alive (the type invariant: a reference is
+        // held); the core set its event handler before the create callback.
+        unsafe { b::ferroce_cq_err_event(self.core()) }
+    }
+
     /// Calls the CQ's completion handler here (without the driver's lock:
     /// a kernel consumer's handler may poll the CQ at once).
     fn comp_handler(&self) {

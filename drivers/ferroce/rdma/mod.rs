@@ -326,7 +326,8 @@ pub(crate) enum Counter {
     MemOutOfBounds,
     TxLocal,
     TxRetransmit,
-    /// A process's ring claimed more requests than it holds.
+    /// A process's ring claimed more requests than it holds (a CQ ring:
+    /// more unread completions, the CQ's error event).
     RingCorrupt,
     /// A request in a process's ring was malformed (its QP went to ERR).
     RingBadWqe,

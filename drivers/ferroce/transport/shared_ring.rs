@@ -41,6 +41,12 @@ pub fn unread(prod: u32, cons: u32, entries: u32) -> u32 {
     prod.wrapping_sub(cons).min(entries)
 }
 
+/// Whether a ring the kernel produces into claims more unread entries than
+/// it holds: its consumer index was scribbled (a CQ error, not a full CQ).
+pub fn overrun(prod: u32, cons: u32, entries: u32) -> bool {
+    prod.wrapping_sub(cons) > entries
+}
+
 /// Whether the kernel may write one more entry into a ring it produces
 /// into. A consumer index ahead of the producer (scribbled) reads as full:
 /// the queue stops, nothing unread is overwritten.
@@ -213,6 +219,16 @@ mod tests {
         assert_eq!(claimed(4, 5, 0, 8), None, "a producer behind the consumer: 2^32 - 1 claimed");
         assert_eq!(claimed(2, u32::MAX - 1, 0, 8), Some(4), "across the wrap of the free-running index");
         assert_eq!(claimed(0, 0, usize::MAX, 8), None);
+    }
+
+    #[test]
+    fn a_consumer_index_ahead_of_the_producer_is_an_overrun_a_full_ring_is_not() {
+        assert!(!overrun(8, 0, 8), "full");
+        assert!(!overrun(3, 1, 8));
+        assert!(!overrun(2, u32::MAX - 1, 8), "across the wrap");
+        assert!(overrun(9, 0, 8));
+        assert!(overrun(5, 100_005, 8), "cons = prod + 100000");
+        assert!(overrun(0, 1, 8), "cons one ahead");
     }
 
     #[test]
