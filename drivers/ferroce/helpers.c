@@ -322,6 +322,17 @@ u64 ferroce_page_fetch_add(struct page *page, unsigned int off, u64 add)
 u64 ferroce_va_cmpxchg(u64 *va, u64 compare, u64 swap) { return cmpxchg64(va, compare, swap); }
 u64 ferroce_va_fetch_add(u64 *va, u64 add) { return atomic64_fetch_add(add, (atomic64_t *)va); }
 
+/* ATOMIC WRITE: one aligned 8-byte store, never torn. */
+void ferroce_page_write64(struct page *page, unsigned int off, u64 value)
+{
+	u64 *va = kmap_local_page(page) + off;
+
+	WRITE_ONCE(*va, value);
+	kunmap_local(va);
+}
+
+void ferroce_va_write64(u64 *va, u64 value) { WRITE_ONCE(*va, value); }
+
 void ferroce_synchronize_net(void) { synchronize_net(); }
 void ferroce_skb_pull(struct sk_buff *skb, unsigned int len) { skb_pull(skb, len); }
 void ferroce_skb_trim(struct sk_buff *skb, unsigned int len) { skb_trim(skb, len); }

@@ -88,6 +88,8 @@ u64 ferroce_page_cmpxchg(struct page *page, unsigned int off, u64 compare, u64 s
 u64 ferroce_page_fetch_add(struct page *page, unsigned int off, u64 add);
 u64 ferroce_va_cmpxchg(u64 *va, u64 compare, u64 swap);
 u64 ferroce_va_fetch_add(u64 *va, u64 add);
+void ferroce_page_write64(struct page *page, unsigned int off, u64 value);
+void ferroce_va_write64(u64 *va, u64 value);
 
 /* --- misc --- */
 void ferroce_synchronize_net(void);

@@ -51,7 +51,7 @@ static int gid_index;
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_SEND_WITH_INV |                     \
 	 IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |             \
 	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_BIND_MW |       \
-	 IBV_QP_EX_WITH_LOCAL_INV)
+	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_FLUSH | IBV_QP_EX_WITH_ATOMIC_WRITE)
 #define UC_OPS                                                                                                   \
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |                        \
 	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV)
@@ -177,10 +177,8 @@ static int same(size_t a, size_t b, size_t len)
 
 static void connect_rc(struct ibv_qp *qp, struct ibv_qp *peer)
 {
-	/*
-	 * With the FLUSH rights, as rdma-core's pyverbs asks for them on every
-	 * RC QP: the device accepts (and drops) them, or connecting fails.
-	 */
+	/* With the FLUSH rights, as rdma-core's pyverbs asks for them on every
+	 * RC QP (rc_placement's FLUSH needs the global one). */
 	struct tl_rc_conn c = {
 		.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 			  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_FLUSH_GLOBAL | IBV_ACCESS_FLUSH_PERSISTENT,
@@ -228,8 +226,8 @@ static void creation_refusals(void)
 		{ "UD BIND_MW", IBV_QPT_UD, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW },
 		{ "UD LOCAL_INV", IBV_QPT_UD, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_LOCAL_INV },
 		{ "RC TSO", IBV_QPT_RC, IBV_QP_EX_WITH_TSO },
-		{ "RC FLUSH", IBV_QPT_RC, IBV_QP_EX_WITH_FLUSH },
-		{ "RC ATOMIC_WRITE", IBV_QPT_RC, IBV_QP_EX_WITH_ATOMIC_WRITE },
+		{ "UC FLUSH", IBV_QPT_UC, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_FLUSH },
+		{ "UD ATOMIC_WRITE", IBV_QPT_UD, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_ATOMIC_WRITE },
 		{ "UD RDMA_WRITE", IBV_QPT_UD, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE },
 		{ "UD SEND_WITH_INV", IBV_QPT_UD, IBV_QP_EX_WITH_SEND_WITH_INV },
 		{ "UD ATOMIC_FETCH_AND_ADD", IBV_QPT_UD, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD },
@@ -623,6 +621,55 @@ static void rc_discards(struct rc *r, uint32_t max_send_wr)
 /* SEND with Invalidate: the ring carries it, but a process's MR cannot be
  * invalidated remotely (only the kernel's fast-registration MRs can), so
  * the peer answers Invalid Request and both QPs go to error. Last. */
+/*
+ * IBTA 1.5 placement operations through ibv_wr_*: ATOMIC WRITE (8 bytes in
+ * one store) and FLUSH for global visibility (a range, and the whole
+ * region), each answered by an empty READ response. A region cannot be
+ * registered for persistence (ferroce has no persistent memory); a FLUSH
+ * for it is a remote access error (the host test and pyverbs check that).
+ */
+static void rc_placement(struct rc *r)
+{
+	static const uint8_t word[8] = { 'f', 'e', 'r', 'r', 'o', 'c', 'e', '!' };
+	struct ibv_mr *fmr = ibv_reg_mr(pd, buf, BUF_SIZE,
+					IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_FLUSH_GLOBAL);
+	struct ibv_mr *pmr;
+	int ret;
+
+	CHECK("ibv_reg_mr with IBV_ACCESS_FLUSH_GLOBAL", fmr != NULL, "%s", strerror(errno));
+	errno = 0;
+	pmr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_FLUSH_PERSISTENT);
+	CHECK("ibv_reg_mr with IBV_ACCESS_FLUSH_PERSISTENT: EOPNOTSUPP (no persistent memory)",
+	      !pmr && errno == EOPNOTSUPP, "mr %p errno %d", (void *)pmr, errno);
+	if (pmr)
+		ibv_dereg_mr(pmr);
+	if (!fmr)
+		return;
+	memset(buf + B_ATOMIC + 64, 0, 8);
+	start(r, 50, IBV_SEND_SIGNALED);
+	ibv_wr_atomic_write(r->ax, mr->rkey, (uintptr_t)buf + B_ATOMIC + 64, word);
+	ret = ibv_wr_complete(r->ax);
+	CHECK("RC ibv_wr_atomic_write: wr_complete", ret == 0, "%d", ret);
+	expect_a(r, "  ...ATOMIC_WRITE completion", 50, IBV_WC_ATOMIC_WRITE, UINT32_MAX);
+	CHECK("  ...the 8 bytes at B's address", !memcmp(buf + B_ATOMIC + 64, word, 8), "differ");
+	start(r, 51, IBV_SEND_SIGNALED);
+	ibv_wr_flush(r->ax, fmr->rkey, (uintptr_t)buf + B_RDMA, 8192, IBV_FLUSH_GLOBAL, IBV_FLUSH_RANGE);
+	ret = ibv_wr_complete(r->ax);
+	CHECK("RC ibv_wr_flush (a range, global visibility): wr_complete", ret == 0, "%d", ret);
+	expect_a(r, "  ...FLUSH completion", 51, IBV_WC_FLUSH, UINT32_MAX);
+	start(r, 52, IBV_SEND_SIGNALED);
+	ibv_wr_flush(r->ax, fmr->rkey, 0, 0, IBV_FLUSH_GLOBAL, IBV_FLUSH_MR);
+	ret = ibv_wr_complete(r->ax);
+	CHECK("RC ibv_wr_flush (the whole region): wr_complete", ret == 0, "%d", ret);
+	expect_a(r, "  ...FLUSH completion", 52, IBV_WC_FLUSH, UINT32_MAX);
+	start(r, 53, IBV_SEND_SIGNALED);
+	ibv_wr_flush(r->ax, fmr->rkey, 0, 0, 0x4, IBV_FLUSH_RANGE);
+	ret = ibv_wr_complete(r->ax);
+	CHECK("ibv_wr_flush of an unknown placement type: EINVAL, nothing posted",
+	      ret == EINVAL && stays_empty(ibv_cq_ex_to_cq(r->acq), 0.3), "%d", ret);
+	ibv_dereg_mr(fmr);
+}
+
 static void rc_send_inv(struct rc *r)
 {
 	struct ibv_wc wc;
@@ -666,6 +713,7 @@ static void rc(void)
 	if (ibv_query_qp(r.a, &qa, IBV_QP_CAP, &qia))
 		die("ibv_query_qp");
 	rc_ops(&r);
+	rc_placement(&r);
 	rc_discards(&r, qa.cap.max_send_wr);
 	rc_send_inv(&r);
 	ibv_destroy_qp(r.a);

@@ -72,15 +72,18 @@ pub(crate) fn device_attrs(node_guid: u64) -> DeviceAttrs {
         // 1, the only one (create_ah refuses another); fast registration
         // (alloc_mr, map_mr_sg, IB_WR_REG_MR, IB_WR_LOCAL_INV) and SEND
         // with Invalidate; SRQ resize; memory windows of type 1 and 2B
-        // (a process's). Not PORT_ACTIVE_EVENT (the port's events come
-        // from the core), XRC.
+        // (a process's); FLUSH for global visibility and ATOMIC WRITE. Not
+        // FLUSH for persistence (no persistent memory is registered), not
+        // PORT_ACTIVE_EVENT (the port's events come from the core), XRC.
         device_cap_flags: device_cap::SYS_IMAGE_GUID
             | device_cap::RC_RNR_NAK_GEN
             | device_cap::UD_AV_PORT_ENFORCE
             | device_cap::MEM_MGT_EXTENSIONS
             | device_cap::SRQ_RESIZE
             | device_cap::MEM_WINDOW
-            | device_cap::MEM_WINDOW_TYPE_2B,
+            | device_cap::MEM_WINDOW_TYPE_2B
+            | device_cap::FLUSH_GLOBAL
+            | device_cap::ATOMIC_WRITE,
         max_fast_reg_page_list_len: state::MAX_FAST_PAGES,
         // A user's attachments (its quota) reach at most this many groups;
         // a group holds MAX_QP_ATTACH QPs.

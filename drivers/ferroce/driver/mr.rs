@@ -32,8 +32,12 @@ pub(crate) struct MrData {
 
 /// Access bits ferroce implements; anything else outside the optional
 /// range is refused.
-const MR_ACCESS: u32 =
-    access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC | access::MW_BIND;
+const MR_ACCESS: u32 = access::LOCAL_WRITE
+    | access::REMOTE_WRITE
+    | access::REMOTE_READ
+    | access::REMOTE_ATOMIC
+    | access::MW_BIND
+    | access::FLUSH_GLOBAL;
 
 /// The access bits of a registration: `EOPNOTSUPP` for a capability
 /// ferroce lacks (optional bits are ignored), `EINVAL` for remote write or

@@ -10,7 +10,7 @@ use super::complete::{self, Notify};
 use super::sched;
 use crate::driver::quota::{self, Charge, Kind};
 use crate::rdma::mmap::{RingMap, UserRing, RQ_WQE_SIZE, SQ_WQE_SIZE};
-use crate::rdma::qp::{Qp, QpAttrIn, QpCap, QpInit, QpKind, QpQuery, QpRef, SendWr, SendWrs, ACCESS_FLUSH};
+use crate::rdma::qp::{Qp, QpAttrIn, QpCap, QpInit, QpKind, QpQuery, QpRef, SendWr, SendWrs};
 use crate::rdma::udata::{CreateQpResp, Udata};
 use crate::rdma::wr::RecvWrs;
 use crate::rdma::{eopnotsupp, Counter};
@@ -189,11 +189,6 @@ pub(super) fn modify(qp: &Qp<'_, Ferroce>, attr: &QpAttrIn<'_>, udata: &mut Udat
         return Err(eopnotsupp());
     }
     let mut a = attr.engine()?;
-    // A FLUSH right permits nothing here: ferroce executes no FLUSH (not
-    // an opcode its responder takes). Granting it is accepted and dropped,
-    // as mlx5 does with rights it cannot act on, so that consumers asking
-    // for it on every RC QP (rdma-core's pyverbs) work.
-    a.qp_access_flags &= !ACCESS_FLUSH;
     if m & mask::PORT != 0 && a.port_num != 1 {
         return Err(EINVAL);
     }

@@ -872,9 +872,15 @@ impl Mem<'_> {
         write: bool,
         atomic: bool,
     ) -> core::result::Result<&MrEntry, MemError> {
+        self.lookup_rights(pd, key, va, len, needed_access(key, write, atomic))
+    }
+
+    /// The region `key` names, checked for PD, the rights `need` and
+    /// bounds; a refusal is counted.
+    fn lookup_rights(&mut self, pd: u32, key: Key, va: u64, len: u64, need: u32) -> core::result::Result<&MrEntry, MemError> {
         use crate::rdma::Counter;
         let dev = self.dev;
-        self.find(pd, key, va, len, write, atomic).inspect_err(|e| {
+        self.find(pd, key, va, len, need).inspect_err(|e| {
             dev.count(match e {
                 MemError::InvalidKey => Counter::MemBadKey,
                 MemError::PdMismatch => Counter::MemBadPd,
@@ -884,15 +890,7 @@ impl Mem<'_> {
         })
     }
 
-    fn find(
-        &mut self,
-        pd: u32,
-        key: Key,
-        va: u64,
-        len: u64,
-        write: bool,
-        atomic: bool,
-    ) -> core::result::Result<&MrEntry, MemError> {
+    fn find(&mut self, pd: u32, key: Key, va: u64, len: u64, need: u32) -> core::result::Result<&MrEntry, MemError> {
         let k = match key {
             Key::Local(k) | Key::Remote(k) => k,
         };
@@ -903,7 +901,7 @@ impl Mem<'_> {
             // the region's rights, then the bytes are the region's.
             let Key::Remote(_) = key else { return Err(MemError::InvalidKey) };
             let win = Window { key: mr.key, pd: mr.pd, type2: w.type2, binding: w.binding };
-            let mr_key = check_window(&win, k, pd, self.qpn, needed_access(key, write, atomic), va, len)?;
+            let mr_key = check_window(&win, k, pd, self.qpn, need, va, len)?;
             mr = self.mrs.get((mr_key >> 8) as usize).and_then(|m| m.as_ref()).ok_or(MemError::InvalidKey)?;
             if mr.key != mr_key || matches!(mr.kind, MrKind::Window(_)) {
                 return Err(MemError::InvalidKey);
@@ -924,7 +922,7 @@ impl Mem<'_> {
             valid: !matches!(&mr.kind, MrKind::Fast(f) if !f.valid),
             kernel_only: matches!(&mr.kind, MrKind::Dma(_) | MrKind::Fast(_)),
         };
-        check_region(&region, k, pd, user, needed_access(key, write, atomic), va, len)?;
+        check_region(&region, k, pd, user, need, va, len)?;
         Ok(mr)
     }
 }
@@ -967,7 +965,7 @@ impl Memory for Mem<'_> {
     }
 
     fn compare_swap(&mut self, pd: u32, rkey: u32, va: u64, compare: u64, swap: u64) -> core::result::Result<u64, MemError> {
-        self.atomic(pd, rkey, va, |m, addr| m.compare_swap(addr, compare, swap), |u, pos| u.compare_swap(pos, compare, swap))
+        self.atomic(pd, rkey, va, true, |m, addr| m.compare_swap(addr, compare, swap), |u, pos| u.compare_swap(pos, compare, swap))
     }
 
     fn invalidate(&mut self, pd: u32, rkey: u32) -> core::result::Result<(), MemError> {
@@ -1041,7 +1039,28 @@ impl Memory for Mem<'_> {
     }
 
     fn fetch_add(&mut self, pd: u32, rkey: u32, va: u64, add: u64) -> core::result::Result<u64, MemError> {
-        self.atomic(pd, rkey, va, |m, addr| m.fetch_add(addr, add), |u, pos| u.fetch_add(pos, add))
+        self.atomic(pd, rkey, va, true, |m, addr| m.fetch_add(addr, add), |u, pos| u.fetch_add(pos, add))
+    }
+
+    fn atomic_write(&mut self, pd: u32, rkey: u32, va: u64, value: [u8; 8]) -> core::result::Result<(), MemError> {
+        let v = u64::from_ne_bytes(value);
+        self.atomic(pd, rkey, va, false, |m, addr| m.write64(addr, v), |u, pos| u.write64(pos, v)).map(|_| ())
+    }
+
+    fn flush(&mut self, pd: u32, rkey: u32, va: u64, len: u64, need: u32, whole: bool) -> core::result::Result<(), MemError> {
+        // The whole region (or window): its rights only, from its own
+        // first address.
+        let (va, len) = if whole {
+            let base = match self.mrs.get((rkey >> 8) as usize) {
+                Some(Some(MrEntry { kind: MrKind::Window(w), .. })) => w.binding.map(|b| b.addr),
+                Some(Some(mr)) => Some(mr.iova),
+                _ => None,
+            };
+            (base.unwrap_or(0), 0)
+        } else {
+            (va, len)
+        };
+        self.lookup_rights(pd, Key::Remote(rkey), va, len, need).map(|_| ())
     }
 
     fn bind_mw(&mut self, pd: u32, bind: &MwBind) -> core::result::Result<(), MemError> {
@@ -1114,18 +1133,21 @@ impl Mem<'_> {
     /// Runs an 8-byte atomic on the region: `on_kernel` for kernel memory
     /// (the address), `on_user` for pinned pages (the aligned position in
     /// the pinned range, so inside one page).
+    /// `rmw`: a read-modify-write (needs `REMOTE_ATOMIC`), else an ATOMIC
+    /// WRITE (needs `REMOTE_WRITE`).
     fn atomic(
         &mut self,
         pd: u32,
         rkey: u32,
         va: u64,
+        rmw: bool,
         on_kernel: impl FnOnce(&KernelMem, u64) -> core::result::Result<u64, MemError>,
         on_user: impl FnOnce(&Umem, usize) -> core::result::Result<u64, MemError>,
     ) -> core::result::Result<u64, MemError> {
         if !va.is_multiple_of(8) {
             return Err(MemError::Misaligned);
         }
-        let mr = self.lookup_need(pd, Key::Remote(rkey), va, 8, true, true)?;
+        let mr = self.lookup_need(pd, Key::Remote(rkey), va, 8, true, rmw)?;
         match &mr.kind {
             MrKind::Dma(mem) => on_kernel(mem, va),
             MrKind::User { pages, offset } => on_user(pages, user_pos(va - mr.iova, *offset)?),

@@ -287,6 +287,10 @@ pub(crate) mod device_cap {
     pub(crate) const MEM_WINDOW: u64 = b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW;
     /// Type 2B windows (bound by a work request, invalidated by one).
     pub(crate) const MEM_WINDOW_TYPE_2B: u64 = b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B;
+    /// FLUSH for global visibility (IBTA 1.5).
+    pub(crate) const FLUSH_GLOBAL: u64 = b::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL;
+    /// ATOMIC WRITE (IBTA 1.5).
+    pub(crate) const ATOMIC_WRITE: u64 = b::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE;
 }
 
 pub(crate) struct PortAttrs {

@@ -125,6 +125,15 @@ impl Umem {
         // SAFETY: as in `compare_swap`.
         Ok(unsafe { b::ferroce_page_fetch_add(page, off, add) })
     }
+
+    /// Stores `value` in the 8-byte word at `pos` in one store (ATOMIC
+    /// WRITE); 0.
+    pub(crate) fn write64(&self, pos: usize, value: u64) -> core::result::Result<u64, MemError> {
+        let (page, off) = self.word(pos)?;
+        // SAFETY: as in `compare_swap`.
+        unsafe { b::ferroce_page_write64(page, off, value) };
+        Ok(0)
+    }
 }
 
 /// A kernel consumer's memory, named by kernel virtual addresses (its DMA
@@ -175,6 +184,16 @@ impl KernelMem {
         }
         // SAFETY: as in `compare_swap`.
         Ok(unsafe { b::ferroce_va_fetch_add(addr as usize as *mut u64, add) })
+    }
+
+    /// Stores `value` in the aligned word at `addr` in one store; 0.
+    pub(crate) fn write64(&self, addr: u64, value: u64) -> core::result::Result<u64, MemError> {
+        if !addr.is_multiple_of(8) {
+            return Err(MemError::Misaligned);
+        }
+        // SAFETY: as in `compare_swap`.
+        unsafe { b::ferroce_va_write64(addr as usize as *mut u64, value) };
+        Ok(0)
     }
 }
 

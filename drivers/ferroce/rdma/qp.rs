@@ -391,11 +391,15 @@ impl QpAttrIn<'_> {
     }
 }
 
-/// The FLUSH access rights of a QP (IBTA 1.5, `IB_ACCESS_FLUSH_GLOBAL`,
-/// `IB_ACCESS_FLUSH_PERSISTENT`), which rdma-core's tests and some
-/// consumers set on every RC QP.
-pub(crate) const ACCESS_FLUSH: u32 =
-    b::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL | b::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT;
+// The engine's access bits of memory windows and FLUSH are the kernel's
+// (IBTA 1.5 FLUSH rights on QPs and regions), passed through as they come.
+const _: () = {
+    use crate::transport::verbs::access;
+    assert!(access::MW_BIND == b::ib_access_flags_IB_ACCESS_MW_BIND);
+    assert!(access::ZERO_BASED == b::ib_access_flags_IB_ZERO_BASED);
+    assert!(access::FLUSH_GLOBAL == b::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL);
+    assert!(access::FLUSH_PERSISTENT == b::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT);
+};
 
 /// What Query QP answers.
 pub(crate) struct QpQuery {

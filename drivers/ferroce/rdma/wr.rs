@@ -88,6 +88,8 @@ fn is_v4_mapped(gid: &[u8; 16]) -> bool {
 const _: () = {
     assert!(WcOpcode::RegMr as u32 == b::ib_wc_opcode_IB_WC_REG_MR);
     assert!(WcOpcode::LocalInv as u32 == b::ib_wc_opcode_IB_WC_LOCAL_INV);
+    assert!(WcOpcode::Flush as u32 == b::ib_wc_opcode_IB_WC_FLUSH);
+    assert!(WcOpcode::AtomicWrite as u32 == b::ib_wc_opcode_IB_WC_ATOMIC_WRITE);
     assert!(WrOpcode::RegMr as u32 == b::ib_wr_opcode_IB_WR_REG_MR);
     assert!(WrOpcode::LocalInv as u32 == b::ib_wr_opcode_IB_WR_LOCAL_INV);
 };

@@ -87,6 +87,23 @@ pub trait Memory {
         let _ = (pd, bind);
         Err(MemError::InvalidKey)
     }
+
+    /// ATOMIC WRITE: stores the 8 bytes `value` at `va` of the region
+    /// `rkey` in one aligned store. Needs `REMOTE_WRITE` and 8-byte
+    /// alignment. The default refuses.
+    fn atomic_write(&mut self, pd: u32, rkey: u32, va: u64, value: [u8; 8]) -> Result<(), MemError> {
+        let _ = (pd, rkey, va, value);
+        Err(MemError::InvalidKey)
+    }
+
+    /// FLUSH: checks that `len` bytes at `va` of the region `rkey` (with
+    /// `whole`, the whole region whatever `va` and `len`) may be flushed
+    /// with the rights `need` (`FLUSH_GLOBAL`, `FLUSH_PERSISTENT`). The
+    /// caller makes the writes visible. The default refuses.
+    fn flush(&mut self, pd: u32, rkey: u32, va: u64, len: u64, need: u32, whole: bool) -> Result<(), MemError> {
+        let _ = (pd, rkey, va, len, need, whole);
+        Err(MemError::InvalidKey)
+    }
 }
 
 /// What the access check of a memory reference needs to know of the region

@@ -359,7 +359,10 @@ impl QpAttr {
             || bad(mask::MIN_RNR_TIMER, self.min_rnr_timer <= 31)
             || bad(mask::MAX_QP_RD_ATOMIC, self.max_rd_atomic <= MAX_RD_ATOMIC)
             || bad(mask::MAX_DEST_RD_ATOMIC, self.max_dest_rd_atomic <= MAX_RD_ATOMIC)
-            || bad(mask::ACCESS_FLAGS, self.qp_access_flags & !0xf == 0)
+            || bad(
+                mask::ACCESS_FLAGS,
+                self.qp_access_flags & !(0xf | super::verbs::access::FLUSH_GLOBAL | super::verbs::access::FLUSH_PERSISTENT) == 0,
+            )
         {
             return Err(Error::Invalid);
         }

@@ -141,7 +141,8 @@ pub fn send_wqe(w: &SqSlot, max_sge: u32, ud: Option<UdSend>) -> Option<SendWqe>
     }
     // A local operation moves no data: a gather list or inline bytes
     // there is a malformed request.
-    if opcode.is_local() && (w.num_sge != 0 || flags & send_flags::INLINE != 0) {
+    // FLUSH and ATOMIC WRITE carry theirs in the slot itself.
+    if (opcode.is_local() || opcode.is_placement()) && (w.num_sge != 0 || flags & send_flags::INLINE != 0) {
         return None;
     }
     let mut wqe = SendWqe {
@@ -167,7 +168,8 @@ pub fn send_wqe(w: &SqSlot, max_sge: u32, ud: Option<UdSend>) -> Option<SendWqe>
     }
     wqe.imm_data = match opcode {
         WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm => u32::from_be(w.imm_data),
-        WrOpcode::SendWithInv | WrOpcode::LocalInv => w.imm_data,
+        // The R_Key to invalidate; FLUSH: the FETH bits.
+        WrOpcode::SendWithInv | WrOpcode::LocalInv | WrOpcode::Flush => w.imm_data,
         _ => 0,
     };
     if opcode == WrOpcode::BindMw {

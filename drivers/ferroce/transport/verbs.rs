@@ -82,6 +82,10 @@ pub enum WcOpcode {
     BindMw = 5,
     /// A local invalidate (`IBV_WC_LOCAL_INV`, `IB_WC_LOCAL_INV`).
     LocalInv = 6,
+    /// A FLUSH (`IBV_WC_FLUSH`).
+    Flush = 8,
+    /// An ATOMIC WRITE (`IBV_WC_ATOMIC_WRITE`).
+    AtomicWrite = 9,
     /// A fast registration. Kernel QPs only: the kernel's `IB_WC_REG_MR`
     /// (libibverbs has no such completion).
     RegMr = 10,
@@ -118,6 +122,14 @@ pub enum WrOpcode {
     BindMw = 8,
     /// SEND with invalidate.
     SendWithInv = 9,
+    /// FLUSH (IBTA 1.5): the range `remote_addr`, length
+    /// [`SendWqe::compare_add`], of `rkey`'s region (or the whole region)
+    /// made visible; [`SendWqe::imm_data`] holds the FETH bits (placement
+    /// type in bits 3..0, selectivity level in bits 5..4).
+    Flush = 14,
+    /// ATOMIC WRITE (IBTA 1.5): the 8 bytes of [`SendWqe::compare_add`]
+    /// (in memory order) written at once at `remote_addr`.
+    AtomicWrite = 15,
     /// Fast registration (`IB_WR_REG_MR`, the kernel's value): applies
     /// [`SendWqe::reg`]. Kernel QPs only.
     RegMr = 0x20,
@@ -139,6 +151,8 @@ impl WrOpcode {
             7 => Self::LocalInv,
             8 => Self::BindMw,
             9 => Self::SendWithInv,
+            14 => Self::Flush,
+            15 => Self::AtomicWrite,
             _ => return None,
         })
     }
@@ -153,6 +167,8 @@ impl WrOpcode {
             Self::AtomicFetchAndAdd => WcOpcode::FetchAdd,
             Self::LocalInv => WcOpcode::LocalInv,
             Self::BindMw => WcOpcode::BindMw,
+            Self::Flush => WcOpcode::Flush,
+            Self::AtomicWrite => WcOpcode::AtomicWrite,
             Self::RegMr => WcOpcode::RegMr,
         }
     }
@@ -168,8 +184,14 @@ impl WrOpcode {
     pub fn is_read_or_atomic(self) -> bool {
         matches!(
             self,
-            Self::RdmaRead | Self::AtomicCmpAndSwp | Self::AtomicFetchAndAdd
+            Self::RdmaRead | Self::AtomicCmpAndSwp | Self::AtomicFetchAndAdd | Self::Flush | Self::AtomicWrite
         )
+    }
+
+    /// FLUSH or ATOMIC WRITE: one request packet with its data in the
+    /// WQE, answered by an empty READ response.
+    pub fn is_placement(self) -> bool {
+        matches!(self, Self::Flush | Self::AtomicWrite)
     }
 
     /// Whether this is an atomic operation.
@@ -219,6 +241,10 @@ pub mod access {
     pub const MW_BIND: u32 = 1 << 4;
     /// A window (or region) addressed from 0 rather than from its VA.
     pub const ZERO_BASED: u32 = 1 << 5;
+    /// FLUSH for global visibility may target the region.
+    pub const FLUSH_GLOBAL: u32 = 1 << 8;
+    /// FLUSH for persistence may target the region.
+    pub const FLUSH_PERSISTENT: u32 = 1 << 9;
 }
 
 /// One scatter/gather element (`struct ibv_sge`).
@@ -355,7 +381,7 @@ impl SendWqe {
     /// Message length in bytes (atomics: 8, local operations: 0), or `None`
     /// on overflow.
     pub fn length(&self) -> Option<u32> {
-        if self.opcode.is_local() {
+        if self.opcode.is_local() || self.opcode.is_placement() {
             return Some(0);
         }
         if self.opcode.is_atomic() {

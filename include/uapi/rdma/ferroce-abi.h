@@ -125,10 +125,12 @@ struct ferroce_sq_wqe {
 	__u32 send_flags;	/* IBV_SEND_* */
 	__u32 num_sge;		/* 0 with IBV_SEND_INLINE */
 	__u32 inline_len;	/* with IBV_SEND_INLINE */
-	__u32 imm_data;		/* _WITH_IMM: network order; SEND_WITH_INV, LOCAL_INV: the rkey; BIND_MW: the window's rkey */
-	__u32 rkey;		/* RDMA and atomic; BIND_MW: the window's new rkey */
-	__u64 remote_addr;	/* RDMA and atomic; BIND_MW: the window's first address */
-	__u64 compare_add;	/* atomic; BIND_MW: the window's length */
+	__u32 imm_data;		/* _WITH_IMM: network order; SEND_WITH_INV, LOCAL_INV: the rkey; BIND_MW: the window's rkey;
+				   FLUSH: placement type (bits 3..0) and selectivity level (bits 5..4) */
+	__u32 rkey;		/* RDMA, atomic, FLUSH, ATOMIC_WRITE; BIND_MW: the window's new rkey */
+	__u64 remote_addr;	/* RDMA, atomic, FLUSH, ATOMIC_WRITE; BIND_MW: the window's first address */
+	__u64 compare_add;	/* atomic; BIND_MW: the window's length; FLUSH: the length;
+				   ATOMIC_WRITE: the 8 bytes, in memory order */
 	__u64 swap;		/* atomic compare and swap */
 	__u32 ah;		/* UD: ferroce_create_ah_resp.ah_handle */
 	__u32 remote_qpn;	/* UD */

@@ -480,6 +480,9 @@ fn opcode_ok(q: &FerroceQp, opcode: u32) -> bool {
         }
         // Memory windows: bound and invalidated on RC and UC QPs.
         IBV_WR_BIND_MW | IBV_WR_LOCAL_INV => !q.is_ud,
+        // IBTA 1.5 placement operations, RC only (through ibv_wr_flush and
+        // ibv_wr_atomic_write: struct ibv_send_wr cannot carry them).
+        IBV_WR_FLUSH | IBV_WR_ATOMIC_WRITE => !q.is_ud && !q.is_uc,
         _ => false,
     }
 }
@@ -581,8 +584,9 @@ pub(crate) fn check_wqe(q: &FerroceQp, w: &ferroce_sq_wqe) -> Result<(), c_int> 
 /// gather list, and with `IBV_SEND_INLINE` the memory the list names,
 /// readable).
 unsafe fn send_wqe(qp: *mut ibv_qp, q: &FerroceQp, w: &ibv_send_wr) -> Result<ferroce_sq_wqe, c_int> {
-    // First: the opcode says which member of the request's union is used.
-    if !opcode_ok(q, w.opcode) {
+    // First: the opcode says which member of the request's union is used
+    // (FLUSH and ATOMIC WRITE have none: ibv_wr_* only).
+    if !opcode_ok(q, w.opcode) || matches!(w.opcode, IBV_WR_FLUSH | IBV_WR_ATOMIC_WRITE) {
         return Err(EINVAL);
     }
     // SAFETY: the caller's valid request.

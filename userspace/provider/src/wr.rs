@@ -41,7 +41,9 @@ const RC_OPS: u64 = (IBV_QP_EX_WITH_SEND
     | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
     | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
     | IBV_QP_EX_WITH_BIND_MW
-    | IBV_QP_EX_WITH_LOCAL_INV) as u64;
+    | IBV_QP_EX_WITH_LOCAL_INV
+    | IBV_QP_EX_WITH_FLUSH
+    | IBV_QP_EX_WITH_ATOMIC_WRITE) as u64;
 const UC_OPS: u64 = (IBV_QP_EX_WITH_SEND
     | IBV_QP_EX_WITH_SEND_WITH_IMM
     | IBV_QP_EX_WITH_RDMA_WRITE
@@ -117,8 +119,9 @@ impl Batch {
         if self.err != 0 {
             return;
         }
-        if matches!(p.wqe.opcode, IBV_WR_BIND_MW | IBV_WR_LOCAL_INV) {
-            // A local operation moves no data: setters are ignored.
+        if matches!(p.wqe.opcode, IBV_WR_BIND_MW | IBV_WR_LOCAL_INV | IBV_WR_FLUSH | IBV_WR_ATOMIC_WRITE) {
+            // A local operation moves no data, FLUSH none either, and ATOMIC
+            // WRITE carries its 8 bytes in the slot: setters are ignored.
             p.num_sge = 0;
             p.inline_set = true;
             p.wqe.inline_len = 0;
@@ -288,6 +291,45 @@ unsafe extern "C" fn wr_bind_mw(qpx: *mut ibv_qp_ex, mw: *mut ibv_mw, rkey: u32,
             // Cannot fail: the window is not NULL.
             let _ = crate::qp::put_bind(w, mw, rkey, info);
         });
+    }
+}
+
+unsafe extern "C" fn wr_atomic_write(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, atomic_wr: *const c_void) {
+    // SAFETY: libibverbs passes the QP's own ibv_qp_ex; `atomic_wr` points
+    // at the caller's 8 bytes (a NULL one fails the batch).
+    unsafe {
+        if atomic_wr.is_null() {
+            build(qpx, IBV_WR_ATOMIC_WRITE, |_| {});
+            lock(&qp_of(qpx).wr.batch).fail(EINVAL);
+            return;
+        }
+        let value = atomic_wr.cast::<[u8; 8]>().read_unaligned();
+        build(qpx, IBV_WR_ATOMIC_WRITE, |w| {
+            w.rkey = rkey;
+            w.remote_addr = remote_addr;
+            // The 8 bytes in memory order; the kernel sends them as they are.
+            w.compare_add = u64::from_ne_bytes(value);
+        });
+    }
+}
+
+unsafe extern "C" fn wr_flush(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, len: usize, ty: u8, level: u8) {
+    // Placement types ferroce knows (global visibility, persistence) and
+    // the two selectivity levels; the length fits the RETH's 32 bits.
+    let known = (IBV_FLUSH_GLOBAL | IBV_FLUSH_PERSISTENT) as u8;
+    let ok = ty != 0 && ty & !known == 0 && u32::from(level) <= IBV_FLUSH_MR && u32::try_from(len).is_ok();
+    // SAFETY: libibverbs passes the QP's own ibv_qp_ex.
+    unsafe {
+        build(qpx, IBV_WR_FLUSH, |w| {
+            w.rkey = rkey;
+            w.remote_addr = remote_addr;
+            w.compare_add = len as u64;
+            // The FETH's bits: placement type 3..0, selectivity 5..4.
+            w.imm_data = u32::from(ty) | (u32::from(level) << 4);
+        });
+        if !ok {
+            lock(&qp_of(qpx).wr.batch).fail(EINVAL);
+        }
     }
 }
 
@@ -473,6 +515,8 @@ pub(crate) fn install(q: &mut FerroceQp, flags: u64) {
         has(IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD).then_some(wr_atomic_fetch_add as unsafe extern "C" fn(_, _, _, _));
     x.wr_bind_mw = has(IBV_QP_EX_WITH_BIND_MW).then_some(wr_bind_mw as unsafe extern "C" fn(_, _, _, _));
     x.wr_local_inv = has(IBV_QP_EX_WITH_LOCAL_INV).then_some(wr_local_inv as unsafe extern "C" fn(_, _));
+    x.wr_atomic_write = has(IBV_QP_EX_WITH_ATOMIC_WRITE).then_some(wr_atomic_write as unsafe extern "C" fn(_, _, _, _));
+    x.wr_flush = has(IBV_QP_EX_WITH_FLUSH).then_some(wr_flush as unsafe extern "C" fn(_, _, _, _, _, _));
     x.wr_set_sge = Some(wr_set_sge);
     x.wr_set_sge_list = Some(wr_set_sge_list);
     x.wr_set_inline_data = Some(wr_set_inline_data);

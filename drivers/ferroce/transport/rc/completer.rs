@@ -278,7 +278,8 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let Some((seq, s)) = self.oldest_after_implicit_ack(now, psn) else {
             return RxOutcome::Dropped;
         };
-        if s.wqe.opcode != WrOpcode::RdmaRead {
+        // A READ's data, or the empty response of a FLUSH or ATOMIC WRITE.
+        if s.wqe.opcode != WrOpcode::RdmaRead && !s.wqe.opcode.is_placement() {
             return RxOutcome::Dropped;
         }
         let expected = s.first_psn.wrapping_add(s.resp_pkts);

@@ -12,7 +12,7 @@ use super::super::qp::{QpState, QpType};
 use super::super::ring::Storage;
 use super::super::sg::{self, SgError};
 use super::super::verbs::{send_flags, WcStatus, WrOpcode};
-use super::super::wire::{AtomicEthRepr, IethRepr, ImmDtRepr, Opcode, Psn, RethRepr};
+use super::super::wire::{AtomicEthRepr, FethRepr, IethRepr, ImmDtRepr, Opcode, Psn, RethRepr};
 use super::{ack_timeout_ns, ACK_REQ_EVERY, MAX_MESSAGE};
 
 /// Requester progress through the send queue.
@@ -47,7 +47,7 @@ fn send_write_opcode(op: WrOpcode, first: bool, last: bool) -> Opcode {
         (Send, false, true) => Opcode::RC_SEND_LAST,
         (SendWithImm, false, true) => Opcode::RC_SEND_LAST_WITH_IMMEDIATE,
         (SendWithInv, false, true) => Opcode::RC_SEND_LAST_WITH_INVALIDATE,
-        (RdmaWrite | RdmaRead | AtomicCmpAndSwp | AtomicFetchAndAdd | LocalInv | RegMr | BindMw, true, true) => {
+        (RdmaWrite | RdmaRead | AtomicCmpAndSwp | AtomicFetchAndAdd | LocalInv | RegMr | BindMw | Flush | AtomicWrite, true, true) => {
             Opcode::RC_RDMA_WRITE_ONLY
         }
         (RdmaWriteWithImm, true, true) => Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
@@ -103,7 +103,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             let write = op.is_read_or_atomic();
             sg::check(mem, self.pd, wqe.sges(), write).map_err(|_| WcStatus::LocProtErr)?;
         }
-        let npkts = if op.is_atomic() { 1 } else { packets(len, self.pmtu()) };
+        let npkts = if op.is_atomic() || op.is_placement() { 1 } else { packets(len, self.pmtu()) };
         let psn = self.req.next_psn;
         if let Some(s) = self.sq_at_mut(seq) {
             s.started = true;
@@ -268,6 +268,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let fail = WcStatus::LocQpOpErr;
         if op.is_read_or_atomic() {
             h.bth.ack_req = true;
+            let mut plen = 0usize;
             if op == WrOpcode::RdmaRead {
                 h.bth.opcode = Opcode::RC_RDMA_READ_REQUEST;
                 h.reth = Some(RethRepr {
@@ -275,6 +276,16 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                     r_key: wqe.rkey,
                     dma_len: slot.len.saturating_sub(off),
                 });
+            } else if op == WrOpcode::AtomicWrite {
+                h.bth.opcode = Opcode::RC_ATOMIC_WRITE;
+                h.reth = Some(RethRepr { va: wqe.remote_addr, r_key: wqe.rkey, dma_len: 8 });
+                plen = 8;
+            } else if op == WrOpcode::Flush {
+                h.bth.opcode = Opcode::RC_FLUSH;
+                let bits = wqe.imm_data;
+                h.feth = Some(FethRepr { placement: (bits & 0xf) as u8, selectivity: ((bits >> 4) & 0x3) as u8 });
+                let len = u32::try_from(wqe.compare_add).map_err(|_| WcStatus::LocLenErr)?;
+                h.reth = Some(RethRepr { va: wqe.remote_addr, r_key: wqe.rkey, dma_len: len });
             } else {
                 let (opcode, swap_add, compare) = if op == WrOpcode::AtomicCmpAndSwp {
                     (Opcode::RC_COMPARE_SWAP, wqe.swap, wqe.compare_add)
@@ -284,8 +295,14 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 h.bth.opcode = opcode;
                 h.atomic_eth = Some(AtomicEthRepr { va: wqe.remote_addr, r_key: wqe.rkey, swap_add, compare });
             }
-            let hlen = packet::emit_headers(&h, 0, buf).map_err(|_| fail)?;
-            let total = packet::finish(buf, hlen, 0).map_err(|_| fail)?;
+            let hlen = packet::emit_headers(&h, plen, buf).map_err(|_| fail)?;
+            if plen > 0 {
+                let dst = buf.get_mut(hlen..hlen.checked_add(plen).ok_or(fail)?).ok_or(fail)?;
+                if !super::super::sg::copy_exact(dst, &wqe.compare_add.to_ne_bytes()) {
+                    return Err(fail);
+                }
+            }
+            let total = packet::finish(buf, hlen, plen).map_err(|_| fail)?;
             self.req.req_seq = self.req.req_seq.saturating_add(1);
             self.req.next_psn = slot.first_psn.wrapping_add(slot.npkts);
             self.req.req_off = 0;

@@ -16,7 +16,7 @@ use super::super::ring::{Ring, Storage};
 use super::super::sg::{self, SgError};
 use super::super::verbs::{access, wc_flags, AsyncError, Cqe, WcOpcode, WcStatus};
 use super::super::wire::aeth::CREDITS_UNLIMITED;
-use super::super::wire::{AethRepr, AethSyndrome, AtomicAckEthRepr, NakCode, Opcode, Operation, Position, Psn, Transport};
+use super::super::wire::{feth, AethRepr, AethSyndrome, AtomicAckEthRepr, NakCode, Opcode, Operation, Position, Psn, Transport};
 use super::super::qp::QpType;
 use super::super::uc::UcError;
 use super::requester::packets;
@@ -254,6 +254,12 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             Operation::RdmaWrite => flags & access::REMOTE_WRITE != 0,
             Operation::RdmaReadRequest => flags & access::REMOTE_READ != 0,
             Operation::CompareSwap | Operation::FetchAdd => flags & access::REMOTE_ATOMIC != 0,
+            Operation::AtomicWrite => flags & access::REMOTE_WRITE != 0,
+            // Each placement type asked for needs its right (oA19-4).
+            Operation::Flush => rx.headers.feth.is_some_and(|f| {
+                (f.placement & feth::PLT_GLOBAL == 0 || flags & access::FLUSH_GLOBAL != 0)
+                    && (f.placement & feth::PLT_PERSISTENT == 0 || flags & access::FLUSH_PERSISTENT != 0)
+            }),
             _ => true,
         };
         if !allowed {
@@ -272,6 +278,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             Operation::RdmaWrite => self.recv_write(mem, rx),
             Operation::RdmaReadRequest => self.recv_read(mem, rx),
             Operation::CompareSwap | Operation::FetchAdd => self.recv_atomic(mem, rx),
+            Operation::AtomicWrite | Operation::Flush => self.recv_placement(mem, rx),
             _ => Step::Done(RxOutcome::Dropped),
         }
     }
@@ -537,6 +544,86 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         Step::Done(RxOutcome::Accepted)
     }
 
+    /// FLUSH and ATOMIC WRITE (IBTA 1.5): executed once, answered by an
+    /// RDMA READ response of length zero (a READ resource of no bytes,
+    /// which a duplicate finds and replays without executing again).
+    /// Each takes a read/atomic resource (counted by `max_dest_rd_atomic`,
+    /// as rdma_rxe counts them). The checks, in order:
+    /// - ATOMIC WRITE: a RETH of length 8 and 8 bytes of payload, an
+    ///   8-byte aligned address (else Invalid Request); the region's
+    ///   `REMOTE_WRITE` (else Remote Access Error);
+    /// - FLUSH: a known placement type (global visibility, persistence, at
+    ///   least one) and selectivity (a range, or the whole region), else
+    ///   Invalid Request; the region's rights for the placement types and,
+    ///   for a range, its bounds (else Remote Access Error).
+    fn recv_placement<M: Memory>(&mut self, mem: &mut M, rx: &TransportPacket<'_>) -> Step {
+        let invalid = || Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
+        if self.attr.max_dest_rd_atomic == 0 {
+            return invalid();
+        }
+        let Some(r) = rx.headers.reth else { return invalid() };
+        let result = if rx.info.operation == Operation::AtomicWrite {
+            let Ok(value) = <[u8; 8]>::try_from(rx.payload) else { return invalid() };
+            if r.dma_len != 8 || r.va % 8 != 0 {
+                return invalid();
+            }
+            if self.resp.jobs.is_full() {
+                return Step::Done(RxOutcome::Dropped);
+            }
+            mem.atomic_write(self.pd, r.r_key, r.va, value)
+        } else {
+            let Some(f) = rx.headers.feth else { return invalid() };
+            let known = feth::PLT_GLOBAL | feth::PLT_PERSISTENT;
+            if f.placement == 0 || f.placement & !known != 0 || f.selectivity > feth::SEL_MR {
+                return invalid();
+            }
+            if self.resp.jobs.is_full() {
+                return Step::Done(RxOutcome::Dropped);
+            }
+            let mut need = 0;
+            if f.placement & feth::PLT_GLOBAL != 0 {
+                need |= access::FLUSH_GLOBAL;
+            }
+            if f.placement & feth::PLT_PERSISTENT != 0 {
+                need |= access::FLUSH_PERSISTENT;
+            }
+            let whole = f.selectivity == feth::SEL_MR;
+            let r = mem.flush(self.pd, r.r_key, r.va, u64::from(r.dma_len), need, whole);
+            // Every write this responder executed before the FLUSH is
+            // made visible before its response leaves.
+            core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+            r
+        };
+        match result {
+            Ok(()) => {}
+            Err(MemError::Misaligned) => return invalid(),
+            Err(_) => return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError)),
+        }
+        let Some(i) = self.alloc_resource() else {
+            return Step::Done(RxOutcome::Dropped);
+        };
+        let psn = rx.headers.bth.psn;
+        self.resp.msn = next_msn(self.resp.msn);
+        let res = Resource {
+            kind: ResKind::Read,
+            first_psn: psn,
+            npkts: 1,
+            va: r.va,
+            rkey: r.r_key,
+            len: 0,
+            orig: 0,
+            msn: self.resp.msn,
+            busy: true,
+        };
+        if let Some(slot) = self.resp.res.get_mut(i) {
+            *slot = res;
+        }
+        let res = u8::try_from(i).unwrap_or(0);
+        let _ = self.push_job(Job::Read { res, start: psn, psn, off: 0 });
+        self.resp.epsn = psn.next();
+        Step::Done(RxOutcome::Accepted)
+    }
+
     /// A request behind ePSN: answered again, never executed again.
     fn duplicate(&mut self, rx: &TransportPacket<'_>) -> RxOutcome {
         let psn = rx.headers.bth.psn;
@@ -550,7 +637,8 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 self.push_ack(psn);
                 RxOutcome::Accepted
             }
-            Operation::RdmaReadRequest => {
+            // A FLUSH or ATOMIC WRITE left a READ resource of no bytes.
+            Operation::RdmaReadRequest | Operation::Flush | Operation::AtomicWrite => {
                 let pmtu = self.pmtu();
                 let found = self.resp.res.iter().position(|r| {
                     r.kind == ResKind::Read && psn.in_range(r.first_psn, r.npkts)

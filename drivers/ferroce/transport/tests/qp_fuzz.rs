@@ -54,7 +54,7 @@ use ferroce_transport::verbs::{access, send_flags, Cqe, RecvWqe, SendWqe, Sge, W
 use ferroce_transport::wire::aeth::AethSyndrome;
 use ferroce_transport::wire::packet::{self, Headers};
 use ferroce_transport::wire::{
-    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, ExtHeader, IethRepr, ImmDtRepr, NakCode, Opcode,
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, ExtHeader, FethRepr, IethRepr, ImmDtRepr, NakCode, Opcode,
     Operation, PKey, Position, Psn, RethRepr, Transport,
 };
 
@@ -1025,6 +1025,12 @@ fn headers(rng: &mut Rng, c: &Case, opcode: Opcode, psn: Psn, payload_len: usize
                     src_qp: rng.next() as u32 & 0xff_ffff,
                 });
             }
+            ExtHeader::Feth => {
+                h.feth = Some(FethRepr {
+                    placement: if rng.chance(4) { rng.next() as u8 & 0xf } else { 1 },
+                    selectivity: rng.below(4) as u8,
+                });
+            }
             ExtHeader::Reth => {
                 let dma_len = match rng.below(8) {
                     0 => 0,
@@ -1440,7 +1446,7 @@ fn step(rng: &mut Rng, c: &mut Case, opcodes: &[Opcode], st: &mut Stats) {
 fn run(seed: u64, steps: usize) -> Stats {
     let mut rng = Rng(seed);
     let opcodes = implemented_opcodes();
-    assert_eq!(opcodes.len(), 38);
+    assert_eq!(opcodes.len(), 40);
     let cases: [(QpType, QpState); 20] = [
         (QpType::Ud, QpState::Reset),
         (QpType::Ud, QpState::Init),

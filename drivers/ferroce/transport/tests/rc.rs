@@ -8,7 +8,7 @@ use ferroce_transport::wire::packet::{self, Headers, TransportPacket};
 use ferroce_transport::wire::RethRepr;
 use ferroce_transport::qp::{mask, Mtu, QpAttr, QpState};
 use ferroce_transport::verbs::{access, send_flags, wc_flags, AsyncError, FastReg, SendWqe, WcOpcode, WcStatus, WrOpcode};
-use ferroce_transport::wire::{AethSyndrome, NakCode, Opcode, Psn};
+use ferroce_transport::wire::{AethSyndrome, FethRepr, NakCode, Opcode, Psn};
 
 const A: u32 = 0x11;
 const B: u32 = 0x22;
@@ -1031,4 +1031,132 @@ fn rc_unfinished_recv_is_the_wqe_of_the_message_in_progress() {
     r.b.modify(&QpAttr { qp_state: QpState::Err, ..QpAttr::default() }, mask::STATE).unwrap();
     assert!(r.b.unfinished_recv().is_none());
     assert_eq!(r.b.poll_recv_cq().map(|c| (c.wr_id, c.status)), Some((8, WcStatus::WrFlushErr)));
+}
+
+fn atomic_write(r: &Rc, wr_id: u64, raddr: u64, value: [u8; 8]) -> SendWqe {
+    let mut w = send_wr(wr_id, WrOpcode::AtomicWrite, &[]);
+    w.remote_addr = raddr;
+    w.rkey = r.tgt;
+    w.compare_add = u64::from_ne_bytes(value);
+    w
+}
+
+fn flush(r: &Rc, wr_id: u64, raddr: u64, len: u64, placement: u32, whole: bool) -> SendWqe {
+    let mut w = send_wr(wr_id, WrOpcode::Flush, &[]);
+    w.remote_addr = raddr;
+    w.rkey = r.tgt;
+    w.compare_add = len;
+    w.imm_data = placement | if whole { 1 << 4 } else { 0 };
+    w
+}
+
+#[test]
+fn rc_atomic_write_places_8_bytes_and_is_answered_by_an_empty_read_response() {
+    let mut r = setup();
+    r.a.post_send(&atomic_write(&r, 1, 0x3_0200, *b"ferroce!")).unwrap();
+    let req = drain_tx(&mut r.a, 0, &mut r.ma);
+    let q = p(&req[0]);
+    assert_eq!((q.headers.bth.opcode, q.payload, q.headers.bth.ack_req), (Opcode::RC_ATOMIC_WRITE, &b"ferroce!"[..], true));
+    assert_eq!(q.headers.reth.map(|x| (x.va, x.dma_len)), Some((0x3_0200, 8)));
+    deliver(&mut r.b, 0, &mut r.mb, &req[0]);
+    assert_eq!(r.mb.bytes(r.tgt, 0x200, 8), b"ferroce!");
+    let resp = drain_tx(&mut r.b, 0, &mut r.mb);
+    let a = p(&resp[0]);
+    assert_eq!((a.headers.bth.opcode, a.payload.len()), (Opcode::RC_RDMA_READ_RESPONSE_ONLY, 0));
+    // A duplicate is answered again and not executed again.
+    r.mb.region_mut(r.tgt).data[0x200] = 0;
+    deliver(&mut r.b, 0, &mut r.mb, &req[0]);
+    assert_eq!(drain_tx(&mut r.b, 0, &mut r.mb), resp);
+    assert_eq!(r.mb.bytes(r.tgt, 0x200, 1), &[0]);
+    deliver(&mut r.a, 0, &mut r.ma, &resp[0]);
+    let c = r.a.poll_send_cq().unwrap();
+    assert_eq!((c.wr_id, c.status, c.opcode), (1, WcStatus::Success, WcOpcode::AtomicWrite));
+}
+
+#[test]
+fn rc_atomic_write_misaligned_is_invalid_request_without_write_right_remote_access_error() {
+    let mut r = setup();
+    r.a.post_send(&atomic_write(&r, 1, 0x3_0204, [1; 8])).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::RemInvReqErr);
+    assert_eq!(r.mb.bytes(r.tgt, 0x204, 8), &[(0x204 * 3) as u8, (0x205 * 3) as u8, (0x206 * 3) as u8, (0x207 * 3) as u8, (0x208 * 3) as u8, (0x209 * 3) as u8, (0x20a * 3) as u8, (0x20b * 3) as u8]);
+    let mut r = setup();
+    r.mb.region_mut(r.tgt).access = access::REMOTE_READ;
+    r.a.post_send(&atomic_write(&r, 1, 0x3_0200, [1; 8])).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::RemAccessErr);
+    // A length other than 8 in the RETH, or a payload other than 8 bytes.
+    for (dma_len, payload) in [(16u32, &[0u8; 8][..]), (8, &[0u8; 4][..])] {
+        let mut r = setup();
+        let req = request(Opcode::RC_ATOMIC_WRITE, PSN_A, payload, |h| {
+            h.reth = Some(RethRepr { va: 0x3_0200, r_key: r.tgt, dma_len });
+        });
+        deliver(&mut r.b, 0, &mut r.mb, &req);
+        let resp = drain_tx(&mut r.b, 0, &mut r.mb);
+        assert_eq!(aeth(&resp[0]).0, AethSyndrome::Nak(NakCode::InvalidRequest), "{dma_len} {}", payload.len());
+    }
+}
+
+/// RC QPs granting both FLUSH rights (as rdma-core's tests do).
+fn setup_flush() -> Rc {
+    let all = access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC;
+    setup_with(RcParams { mtu: Mtu::Mtu256, access: all | access::FLUSH_GLOBAL | access::FLUSH_PERSISTENT, ..RcParams::default() })
+}
+
+#[test]
+fn rc_flush_needs_the_placement_rights_of_qp_and_region_and_completes_empty() {
+    const GLOBAL: u32 = 1;
+    const PERSISTENT: u32 = 2;
+    let mut r = setup_flush();
+    r.mb.region_mut(r.tgt).access |= access::FLUSH_GLOBAL;
+    r.a.post_send(&write(&r, 1, 64, 0x3_0000)).unwrap();
+    r.a.post_send(&flush(&r, 2, 0x3_0000, 64, GLOBAL, false)).unwrap();
+    r.a.post_send(&flush(&r, 3, 0, 12_345_678, GLOBAL, true)).unwrap();
+    let req = drain_tx(&mut r.a, 0, &mut r.ma);
+    let f = p(&req[1]);
+    assert_eq!((f.headers.bth.opcode, f.payload.len()), (Opcode::RC_FLUSH, 0));
+    assert_eq!(f.headers.feth, Some(FethRepr { placement: 1, selectivity: 0 }));
+    assert_eq!(p(&req[2]).headers.feth, Some(FethRepr { placement: 1, selectivity: 1 }));
+    for q in &req {
+        deliver(&mut r.b, 0, &mut r.mb, q);
+    }
+    for q in drain_tx(&mut r.b, 0, &mut r.mb) {
+        deliver(&mut r.a, 0, &mut r.ma, &q);
+    }
+    let (s, _) = all_cqes(&mut r.a);
+    let got: Vec<(u64, WcStatus, WcOpcode)> = s.iter().map(|c| (c.wr_id, c.status, c.opcode)).collect();
+    assert_eq!(got, vec![(1, WcStatus::Success, WcOpcode::RdmaWrite), (2, WcStatus::Success, WcOpcode::Flush), (3, WcStatus::Success, WcOpcode::Flush)]);
+    // Persistence the region was not registered for: remote access error.
+    let mut r = setup_flush();
+    r.mb.region_mut(r.tgt).access |= access::FLUSH_GLOBAL;
+    r.a.post_send(&flush(&r, 1, 0x3_0000, 64, PERSISTENT, false)).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::RemAccessErr);
+    // A range past the region: remote access error; the whole region: fine.
+    let mut r = setup_flush();
+    r.mb.region_mut(r.tgt).access |= access::FLUSH_GLOBAL;
+    r.a.post_send(&flush(&r, 1, 0x3_0000, (1 << 16) + 1, GLOBAL, false)).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::RemAccessErr);
+    // The QP without the right, or an unknown placement type or
+    // selectivity: invalid request.
+    let mut r = setup_flush();
+    r.mb.region_mut(r.tgt).access |= access::FLUSH_GLOBAL;
+    let mut a = QpAttr { qp_access_flags: access::REMOTE_WRITE, ..QpAttr::default() };
+    a.qp_state = QpState::Rts;
+    r.b.modify(&a, mask::ACCESS_FLAGS).unwrap();
+    r.a.post_send(&flush(&r, 1, 0x3_0000, 8, GLOBAL, false)).unwrap();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::RemInvReqErr);
+    for (placement, selectivity) in [(0u8, 0u8), (4, 0), (1, 2)] {
+        let mut r = setup_flush();
+        r.mb.region_mut(r.tgt).access |= access::FLUSH_GLOBAL;
+        let req = request(Opcode::RC_FLUSH, PSN_A, &[], |h| {
+            h.feth = Some(FethRepr { placement, selectivity });
+            h.reth = Some(RethRepr { va: 0x3_0000, r_key: r.tgt, dma_len: 8 });
+        });
+        deliver(&mut r.b, 0, &mut r.mb, &req);
+        let resp = drain_tx(&mut r.b, 0, &mut r.mb);
+        assert_eq!(aeth(&resp[0]).0, AethSyndrome::Nak(NakCode::InvalidRequest), "{placement} {selectivity}");
+    }
 }

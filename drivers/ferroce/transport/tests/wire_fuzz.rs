@@ -12,7 +12,7 @@ use ferroce_transport::wire::aeth::AethSyndrome;
 use ferroce_transport::wire::icrc;
 use ferroce_transport::wire::packet::{self, Headers};
 use ferroce_transport::wire::{
-    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Error, ExtHeader, IethRepr,
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Error, ExtHeader, FethRepr, IethRepr,
     ImmDtRepr, Opcode, PKey, Position, Psn, RethRepr,
 };
 
@@ -66,6 +66,12 @@ fn random_headers(rng: &mut Rng, opcode: Opcode) -> Headers {
                 h.deth = Some(DethRepr {
                     q_key: rng.next() as u32,
                     src_qp: rng.next() as u32 & 0xFF_FFFF,
+                })
+            }
+            ExtHeader::Feth => {
+                h.feth = Some(FethRepr {
+                    placement: rng.next() as u8 & 0xf,
+                    selectivity: rng.next() as u8 & 0x3,
                 })
             }
             ExtHeader::Reth => {
@@ -225,7 +231,7 @@ fn wire_fuzz_random_bytes() {
 fn wire_fuzz_valid_packets_round_trip_and_mutations() {
     let mut rng = Rng(0x0123_4567_89AB_CDEF);
     let opcodes = implemented_opcodes();
-    assert_eq!(opcodes.len(), 38);
+    assert_eq!(opcodes.len(), 40);
     let mut out = vec![0u8; 512];
     for i in 0..iterations(200_000) / 5 {
         let opcode = opcodes[i % opcodes.len()];

@@ -62,6 +62,10 @@ impl Opcode {
     pub const RC_SEND_LAST_WITH_INVALIDATE: Opcode = Opcode(0x16);
     /// RC SEND ONLY WITH INVALIDATE (0x17).
     pub const RC_SEND_ONLY_WITH_INVALIDATE: Opcode = Opcode(0x17);
+    /// RC FLUSH (IBTA 1.5).
+    pub const RC_FLUSH: Opcode = Opcode(0x1C);
+    /// RC ATOMIC WRITE (IBTA 1.5).
+    pub const RC_ATOMIC_WRITE: Opcode = Opcode(0x1D);
     // Unreliable Connection (001xxxxx).
     /// UC SEND FIRST (0x20).
     pub const UC_SEND_FIRST: Opcode = Opcode(0x20);
@@ -171,6 +175,11 @@ pub enum Operation {
     CompareSwap,
     /// FetchAdd atomic request.
     FetchAdd,
+    /// FLUSH request (FETH and RETH; answered by an empty READ response).
+    Flush,
+    /// ATOMIC WRITE request (RETH and 8 bytes written at once; answered by
+    /// an empty READ response).
+    AtomicWrite,
     /// Congestion notification.
     Cnp,
 }
@@ -198,6 +207,8 @@ pub enum Position {
 pub enum ExtHeader {
     /// Datagram ETH: Q_Key, source QP (8 bytes).
     Deth,
+    /// FLUSH ETH: placement type, selectivity level (4 bytes).
+    Feth,
     /// RDMA ETH: VA, R_Key, DMA length (16 bytes).
     Reth,
     /// Atomic ETH: VA, R_Key, swap/add, compare (28 bytes).
@@ -216,8 +227,9 @@ pub enum ExtHeader {
 
 impl ExtHeader {
     /// All extension headers in wire order.
-    pub const ALL: [ExtHeader; 8] = [
+    pub const ALL: [ExtHeader; 9] = [
         ExtHeader::Deth,
+        ExtHeader::Feth,
         ExtHeader::Reth,
         ExtHeader::AtomicEth,
         ExtHeader::Aeth,
@@ -231,6 +243,7 @@ impl ExtHeader {
     pub const fn size(self) -> usize {
         match self {
             ExtHeader::Deth => 8,
+            ExtHeader::Feth => 4,
             ExtHeader::Reth => 16,
             ExtHeader::AtomicEth => 28,
             ExtHeader::Aeth => 4,
@@ -241,14 +254,14 @@ impl ExtHeader {
         }
     }
 
-    const fn bit(self) -> u8 {
+    const fn bit(self) -> u16 {
         1 << (self as u8)
     }
 }
 
 /// A set of extension headers (at most one of each kind).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ExtHeaders(u8);
+pub struct ExtHeaders(u16);
 
 impl ExtHeaders {
     /// No extension header: the payload (if any) follows the BTH.
@@ -277,7 +290,7 @@ impl ExtHeaders {
             .filter(move |h| self.contains(*h))
     }
 
-    /// Total length in bytes of the headers of the set (at most 88).
+    /// Total length in bytes of the headers of the set (at most 92).
     pub const fn len(self) -> usize {
         let mut total: usize = 0;
         let mut rest: &[ExtHeader] = &ExtHeader::ALL;
@@ -347,6 +360,8 @@ impl OpcodeInfo {
                 | Operation::RdmaReadRequest
                 | Operation::CompareSwap
                 | Operation::FetchAdd
+                | Operation::Flush
+                | Operation::AtomicWrite
         )
     }
 
@@ -427,7 +442,7 @@ const fn entry(
         headers,
         payload: matches!(
             operation,
-            Operation::Send | Operation::RdmaWrite | Operation::RdmaReadResponse
+            Operation::Send | Operation::RdmaWrite | Operation::RdmaReadResponse | Operation::AtomicWrite
         ),
         immediate: headers.contains(ExtHeader::ImmDt),
         invalidate: headers.contains(ExtHeader::Ieth),
@@ -483,7 +498,8 @@ const fn connected(code: u8, t: Transport, opcode: u8) -> Result<OpcodeInfo> {
         0x16 if rc => entry(opcode, t, Send, Last, IETH),
         0x17 if rc => entry(opcode, t, Send, Only, IETH),
         // FLUSH and ATOMIC WRITE (IBTA 1.5 memory placement extensions).
-        0x1C | 0x1D if rc => return Err(Error::UnsupportedOpcode(opcode)),
+        0x1C if rc => entry(opcode, t, Flush, Only, NONE.with(ExtHeader::Feth).with(ExtHeader::Reth)),
+        0x1D if rc => entry(opcode, t, AtomicWrite, Only, RETH),
         _ => return Err(Error::ReservedOpcode(opcode)),
     };
     Ok(info)
@@ -573,6 +589,8 @@ mod tests {
         (0x14, Rc, FetchAdd, Only, &[AtomicEth], false, false, false),
         (0x16, Rc, Send, Last, &[Ieth], true, false, true),
         (0x17, Rc, Send, Only, &[Ieth], true, true, true),
+        (0x1C, Rc, Flush, Only, &[Feth, Reth], false, false, false),
+        (0x1D, Rc, AtomicWrite, Only, &[Reth], true, false, false),
         (0x20, Uc, Send, First, &[], true, true, false),
         (0x21, Uc, Send, Middle, &[], true, false, false),
         (0x22, Uc, Send, Last, &[], true, false, true),
@@ -594,6 +612,7 @@ mod tests {
         // Lengths from the IBTA header figures, independent of `size()`.
         match h {
             Deth => 8,
+            Feth => 4,
             Reth => 16,
             AtomicEth => 28,
             Aeth => 4,
@@ -633,7 +652,7 @@ mod tests {
             // Request/response classification.
             let request = matches!(
                 operation,
-                Send | RdmaWrite | RdmaReadRequest | CompareSwap | FetchAdd
+                Send | RdmaWrite | RdmaReadRequest | CompareSwap | FetchAdd | Flush | AtomicWrite
             );
             let response = matches!(
                 operation,
@@ -695,7 +714,7 @@ mod tests {
                 assert!(result.is_ok(), "{op:#x}");
                 continue;
             }
-            let unsupported = matches!(op, 0x1C | 0x1D | 0x40..=0x5F | 0xA0..=0xFF);
+            let unsupported = matches!(op, 0x40..=0x5F | 0xA0..=0xFF);
             let expected = if unsupported {
                 Error::UnsupportedOpcode(op)
             } else {
@@ -716,7 +735,7 @@ mod tests {
         let all = ExtHeader::ALL
             .iter()
             .fold(ExtHeaders::NONE, |s, h| s.with(*h));
-        assert_eq!(all.len(), 88);
+        assert_eq!(all.len(), 92);
         for h in ExtHeader::ALL {
             assert_eq!(h.size(), size(h));
         }

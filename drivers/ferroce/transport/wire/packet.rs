@@ -13,6 +13,7 @@ use super::atomic_ack_eth::{AtomicAckEth, AtomicAckEthRepr};
 use super::atomic_eth::{AtomicEth, AtomicEthRepr};
 use super::bth::{pad_count, Bth, BthRepr};
 use super::deth::{Deth, DethRepr};
+use super::feth::{Feth, FethRepr};
 use super::ieth::{Ieth, IethRepr};
 use super::immdt::{ImmDt, ImmDtRepr};
 use super::opcode::{ExtHeader, ExtHeaders, OpcodeInfo, Position, Transport};
@@ -30,6 +31,8 @@ pub struct Headers {
     pub bth: BthRepr,
     /// The DETH, when the opcode has one.
     pub deth: Option<DethRepr>,
+    /// The FETH, when the opcode has one.
+    pub feth: Option<FethRepr>,
     /// The RETH, when the opcode has one.
     pub reth: Option<RethRepr>,
     /// The AtomicETH, when the opcode has one.
@@ -51,6 +54,7 @@ impl Headers {
         Headers {
             bth,
             deth: None,
+            feth: None,
             reth: None,
             atomic_eth: None,
             aeth: None,
@@ -85,6 +89,9 @@ impl Headers {
         let mut set = ExtHeaders::NONE;
         if self.deth.is_some() {
             set = set.with(ExtHeader::Deth);
+        }
+        if self.feth.is_some() {
+            set = set.with(ExtHeader::Feth);
         }
         if self.reth.is_some() {
             set = set.with(ExtHeader::Reth);
@@ -141,6 +148,7 @@ impl Headers {
             let missing = Error::HeaderMismatch;
             match h {
                 ExtHeader::Deth => self.deth.ok_or(missing)?.emit(dst)?,
+                ExtHeader::Feth => self.feth.ok_or(missing)?.emit(dst)?,
                 ExtHeader::Reth => self.reth.ok_or(missing)?.emit(dst)?,
                 ExtHeader::AtomicEth => self.atomic_eth.ok_or(missing)?.emit(dst)?,
                 ExtHeader::Aeth => self.aeth.ok_or(missing)?.emit(dst)?,
@@ -279,6 +287,7 @@ pub fn parse_headers(buf: &[u8]) -> Result<TransportPacket<'_>> {
         let at = ext(buf, &info, h)?;
         match h {
             ExtHeader::Deth => headers.deth = Some(DethRepr::parse(&Deth::new_checked(at)?)?),
+            ExtHeader::Feth => headers.feth = Some(FethRepr::parse(&Feth::new_checked(at)?)?),
             ExtHeader::Reth => headers.reth = Some(RethRepr::parse(&Reth::new_checked(at)?)?),
             ExtHeader::AtomicEth => {
                 headers.atomic_eth = Some(AtomicEthRepr::parse(&AtomicEth::new_checked(at)?)?)

@@ -189,6 +189,29 @@ impl Memory for VecMemory {
         Ok(())
     }
 
+    fn atomic_write(&mut self, pd: u32, rkey: u32, va: u64, value: [u8; 8]) -> Result<(), MemError> {
+        if !va.is_multiple_of(8) {
+            return Err(MemError::Misaligned);
+        }
+        let (d, s) = self.find(pd, Key::Remote(rkey), va, 8, access::REMOTE_WRITE)?;
+        d[s..s + 8].copy_from_slice(&value);
+        Ok(())
+    }
+
+    fn flush(&mut self, pd: u32, rkey: u32, va: u64, len: u64, need: u32, whole: bool) -> Result<(), MemError> {
+        if whole {
+            // The region's own first address, for a check of its rights only.
+            let base = if rkey >= 0x1_0000 {
+                self.fast.get(((rkey >> 8) - 0x100) as usize).map(|r| r.iova)
+            } else {
+                self.regions.get(rkey.checked_sub(0x100).ok_or(MemError::InvalidKey)? as usize).map(|r| r.base)
+            };
+            let base = base.ok_or(MemError::InvalidKey)?;
+            return self.find(pd, Key::Remote(rkey), base, 0, need).map(|_| ());
+        }
+        self.find(pd, Key::Remote(rkey), va, len, need).map(|_| ())
+    }
+
     fn fast_register(&mut self, pd: u32, reg: &FastReg) -> Result<(), MemError> {
         let r = self.fast.get_mut(reg.mr as usize).ok_or(MemError::InvalidKey)?;
         if r.valid || reg.key >> 8 != r.key >> 8 {
