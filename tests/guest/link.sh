@@ -23,6 +23,7 @@ expect "vendor_id 0xffffff (the IBTA's no-vendor value, as rdma_rxe)" 'vendor_id
 # SYS_IMAGE_GUID 0x800, RC_RNR_NAK_GEN 0x1000, UD_AV_PORT_ENFORCE 0x40 and
 # MEM_MGT_EXTENSIONS 0x200000: what ferroce does, nothing it does not
 expect "device_cap_flags: exactly what ferroce does" 'device_cap_flags:[[:space:]]+0x01223840' "$info"
+expect "device_cap_flags_ex: FLUSH_GLOBAL and ATOMIC_WRITE too, nothing else" 'device_cap_flags_ex:[[:space:]]+0x14001223840' "$info"
 # netdev MTU 1500 leaves room for IB MTU 1024 after RoCEv2 headers
 expect "active_mtu 1024 on a 1500-byte netdev" 'active_mtu:[[:space:]]+1024 \(3\)' "$info"
 expect "RoCE v2 GID for the IPv4 address" 'GID\[ *[0-9]+\]:[[:space:]]+::ffff:10\.0\.2\.15, RoCE v2' "$info"
