@@ -61,6 +61,8 @@ check "uaf: peers, SRQs and CQs destroyed under traffic (${UAF} s)" timeout $((U
 check "chain: 256 chained device-local RC QPs, one doorbell" timeout 300 $T/hostile_ring fr0 "$G" --chain 256
 check "ipopts: an IPv4 header with options is taken for IPv4" timeout 60 $T/security ipopts fr0 "$G" 10.0.2.15
 check "resize: completions waiting for room arrive after ibv_resize_cq" timeout 60 $T/security resize fr0 "$G"
+check "cqpoll: completions waiting for room in a full CQ arrive as the process polls it" \
+	timeout 60 $T/security cqpoll fr0 "$G"
 check "srqkeep: SRQ WQEs are not lost to an out-of-sequence QP's destroy" timeout 120 $T/security srqkeep fr0 "$G"
 for m in err reset destroy; do
 	check "srqmid $m: the SRQ WQE of a message in progress is not lost" timeout 60 $T/security srqmid fr0 "$G" 10.0.2.15 $m

@@ -8,7 +8,7 @@ use crate::rdma::object::{Counted, CqRef};
 use crate::rdma::qp::{QpEvent, QpRef};
 use crate::rdma::Counter;
 use crate::driver::ferroce::FerroceDevice;
-use crate::driver::tables::{CqEntry, CqSlot, DevState, QpEntry};
+use crate::driver::tables::{CqEntry, CqSlot, CqWaiter, DevState, QpEntry};
 use crate::transport::qp::QpState;
 use crate::transport::verbs::{wc_flags, AsyncError, WcStatus};
 
@@ -197,6 +197,15 @@ pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version
                 }
                 if pending > 0 {
                     dev.count(Counter::CqFull);
+                    // Into the CQ's list of sides to drain when it has room.
+                    let side = usize::from(recv);
+                    if let (Some(w), Some(n)) = (e.cq_waiting.get_mut(side), e.cq_next.get_mut(side)) {
+                        if !*w {
+                            *w = true;
+                            *n = cq.waiters;
+                            cq.waiters = Some(CqWaiter { qpn, side: u8::from(recv) });
+                        }
+                    }
                     // A process polls its ring without us: tell it to come
                     // back through the kernel for the rest.
                     cq.set_waiting(true);

@@ -160,23 +160,25 @@ fn doorbell(dev: &FerroceDevice, index: usize) {
     let mut kicks = KVVec::new();
     {
         let mut st = dev.state.lock();
-        // The CQ counts its QPs (one use for each of a QP's send and
-        // receive CQ that is this one): the scan ends at the last of them
-        // rather than at the end of the table.
-        let mut left = st.cqs.get(index).and_then(|c| c.as_deref()).map_or(0, |c| c.users);
-        for qpn in 0..st.qps.len() {
-            if left == 0 {
+        // Only the QP sides whose completions waited for room, from the
+        // CQ's list (no scan of the QP table); one that finds the CQ full
+        // again goes back into a new list.
+        let mut cur = st.cqs.get_mut(index).and_then(|c| c.as_deref_mut()).and_then(|c| c.waiters.take());
+        let mut visits = st.qps.len().saturating_mul(2);
+        while let Some(w) = cur {
+            if visits == 0 {
                 break;
             }
-            let uses = st
-                .qps
-                .get(qpn)
-                .and_then(|e| e.as_deref())
-                .map_or(0, |e| u32::from(e.send_cq == index) + u32::from(e.recv_cq == index));
-            if uses > 0 {
-                left = left.saturating_sub(uses);
-                complete::drain(dev, &mut st, qpn as u32, 0, &mut notify);
-                let _ = kicks.push(qpn as u32, GFP_ATOMIC);
+            visits -= 1;
+            let Some(e) = st.qp(w.qpn) else { break };
+            let side = usize::from(w.side);
+            cur = e.cq_next.get_mut(side).and_then(Option::take);
+            if let Some(f) = e.cq_waiting.get_mut(side) {
+                *f = false;
+            }
+            complete::drain(dev, &mut st, w.qpn, 0, &mut notify);
+            if kicks.last() != Some(&w.qpn) {
+                let _ = kicks.push(w.qpn, GFP_ATOMIC);
             }
         }
     }

@@ -161,6 +161,8 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
             last_wqe_sent: false,
             sq_drained_sent: false,
             mcast: KVec::new(),
+            cq_waiting: [false; 2],
+            cq_next: [None; 2],
         },
     );
     for i in [scq, rcq] {
@@ -274,6 +276,7 @@ pub(super) fn destroy(qp: &Qp<'_, Ferroce>) -> Result {
     super::mcast::detach_all(dev, qp.qpn());
     let entry = {
         let mut st = dev.state.lock();
+        st.unlink_cq_waiters(qp.qpn());
         let mut entry = st.qps.get_mut(qp.qpn() as usize).and_then(|s| s.take());
         if let Some(e) = &entry {
             for i in [e.send_cq, e.recv_cq] {

@@ -119,6 +119,21 @@ pub(crate) struct QpEntry {
     /// UD: one entry per multicast group the QP is attached to, its share
     /// of its user's quota (`None`: a kernel QP's).
     pub(crate) mcast: KVec<Option<crate::driver::quota::Charge>>,
+    /// Its send (0) and receive (1) side is in its CQ's list of QPs whose
+    /// completions wait for room (`CqEntry::waiters`), and the next node
+    /// of that list.
+    pub(crate) cq_waiting: [bool; 2],
+    pub(crate) cq_next: [Option<CqWaiter>; 2],
+}
+
+/// A node of a CQ's list of QPs whose completions wait for room: the send
+/// (`side` 0) or receive (1) side of QP `qpn`. The list is threaded
+/// through the QP entries, so that the CQ's doorbell visits only them
+/// (no scan of the QP table) and queueing never allocates.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CqWaiter {
+    pub(crate) qpn: u32,
+    pub(crate) side: u8,
 }
 
 impl QpEntry {
@@ -232,6 +247,8 @@ pub(crate) struct CqEntry {
     pub(crate) event_due: bool,
     /// `IB_EVENT_CQ_ERR` went out (once per CQ).
     pub(crate) err_sent: bool,
+    /// The first of the QP sides whose completions wait for room.
+    pub(crate) waiters: Option<CqWaiter>,
 }
 
 impl CqEntry {
@@ -250,6 +267,7 @@ impl CqEntry {
                 waiting: false,
                 event_due: false,
                 err_sent: false,
+                waiters: None,
             },
             GFP_KERNEL_ACCOUNT,
         )?)
@@ -770,6 +788,43 @@ impl DevState {
 
     pub(crate) fn qp(&mut self, qpn: u32) -> Option<&mut QpEntry> {
         self.qps.get_mut(qpn as usize)?.as_deref_mut()
+    }
+
+    /// Takes QP `qpn`'s sides out of their CQs' waiter lists (its destroy):
+    /// a walk of each list it is in, bounded by the QP table.
+    pub(crate) fn unlink_cq_waiters(&mut self, qpn: u32) {
+        for side in 0..2u8 {
+            let s = usize::from(side);
+            let Some(e) = self.qps.get(qpn as usize).and_then(|e| e.as_deref()) else { return };
+            if !e.cq_waiting.get(s).copied().unwrap_or(false) {
+                continue;
+            }
+            let cq_idx = if side == 0 { e.send_cq } else { e.recv_cq };
+            let next = e.cq_next.get(s).copied().flatten();
+            let node = CqWaiter { qpn, side };
+            let Some(cq) = self.cqs.get_mut(cq_idx).and_then(|c| c.as_deref_mut()) else { continue };
+            if cq.waiters == Some(node) {
+                cq.waiters = next;
+            } else {
+                let mut cur = cq.waiters;
+                for _ in 0..self.qps.len().saturating_mul(2) {
+                    let Some(c) = cur else { break };
+                    let Some(p) = self.qps.get_mut(c.qpn as usize).and_then(|e| e.as_deref_mut()) else { break };
+                    let Some(link) = p.cq_next.get_mut(usize::from(c.side)) else { break };
+                    if *link == Some(node) {
+                        *link = next;
+                        break;
+                    }
+                    cur = *link;
+                }
+            }
+            if let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
+                if let (Some(w), Some(n)) = (e.cq_waiting.get_mut(s), e.cq_next.get_mut(s)) {
+                    *w = false;
+                    *n = None;
+                }
+            }
+        }
     }
 
     pub(crate) fn alloc_cq(&mut self, user: bool) -> Option<usize> {
