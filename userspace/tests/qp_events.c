@@ -121,21 +121,7 @@ static struct ibv_qp *make_qp(struct ibv_srq *srq)
 
 static void rc_connect(struct ibv_qp *qp, struct ibv_qp *peer, int access)
 {
-	struct tl_rc_conn c = {
-		.access = access,
-		.mtu = port.active_mtu,
-		.dest_qpn = peer->qp_num,
-		.rq_psn = 0x100,
-		.sq_psn = 0x100,
-		.dgid = gid,
-		.sgid_index = gid_index,
-		.max_dest_rd_atomic = 4,
-		.max_rd_atomic = 4,
-		.timeout = 14,
-		.retry_cnt = 7,
-		.rnr_retry = 7,
-	};
-	const char *failed = tl_rc_connect(qp, &c);
+	const char *failed = tl_rc_connect_local(qp, peer->qp_num, access, port.active_mtu, &gid, gid_index, 0x100, 4);
 
 	if (failed)
 		die(failed);

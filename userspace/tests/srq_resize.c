@@ -147,21 +147,8 @@ static void connect_qp(struct ibv_qp *qp, struct ibv_qp *peer, const union ibv_g
 
 	if (ibv_query_port(ctx, 1, &port))
 		die("ibv_query_port");
-	struct tl_rc_conn c = {
-		.access = IBV_ACCESS_LOCAL_WRITE,
-		.mtu = port.active_mtu,
-		.dest_qpn = peer->qp_num,
-		.rq_psn = 0x100,
-		.sq_psn = 0x100,
-		.dgid = *gid,
-		.sgid_index = gid_index,
-		.max_dest_rd_atomic = 1,
-		.max_rd_atomic = 1,
-		.timeout = 14,
-		.retry_cnt = 7,
-		.rnr_retry = 7,
-	};
-	const char *failed = tl_rc_connect(qp, &c);
+	const char *failed =
+		tl_rc_connect_local(qp, peer->qp_num, IBV_ACCESS_LOCAL_WRITE, port.active_mtu, gid, gid_index, 0x100, 1);
 
 	if (failed)
 		die(failed);

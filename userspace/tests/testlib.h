@@ -191,4 +191,31 @@ static inline const char *tl_rc_connect(struct ibv_qp *qp, const struct tl_rc_co
 	return NULL;
 }
 
+/*
+ * An RC (or UC) QP connected to QP `peer_qpn` of the same device, through
+ * its own GID: `psn` both ways, `rd_atomic` READ/atomic resources each way,
+ * and the ACK timeout (14: 67 ms), retries and RNR retries (7) of a
+ * loss-free loopback. NULL, or the step that failed (errno set).
+ */
+static inline const char *tl_rc_connect_local(struct ibv_qp *qp, uint32_t peer_qpn, int access, enum ibv_mtu mtu,
+					      const union ibv_gid *gid, int gid_index, uint32_t psn, int rd_atomic)
+{
+	struct tl_rc_conn c = {
+		.access = access,
+		.mtu = mtu,
+		.dest_qpn = peer_qpn,
+		.rq_psn = psn,
+		.sq_psn = psn,
+		.dgid = *gid,
+		.sgid_index = gid_index,
+		.max_dest_rd_atomic = rd_atomic,
+		.max_rd_atomic = rd_atomic,
+		.timeout = 14,
+		.retry_cnt = 7,
+		.rnr_retry = 7,
+	};
+
+	return tl_rc_connect(qp, &c);
+}
+
 #endif

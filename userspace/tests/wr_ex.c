@@ -179,22 +179,9 @@ static void connect_rc(struct ibv_qp *qp, struct ibv_qp *peer)
 {
 	/* With the FLUSH rights, as rdma-core's pyverbs asks for them on every
 	 * RC QP (rc_placement's FLUSH needs the global one). */
-	struct tl_rc_conn c = {
-		.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_FLUSH_GLOBAL | IBV_ACCESS_FLUSH_PERSISTENT,
-		.mtu = port.active_mtu,
-		.dest_qpn = peer->qp_num,
-		.rq_psn = 0x200,
-		.sq_psn = 0x200,
-		.dgid = gid,
-		.sgid_index = gid_index,
-		.max_dest_rd_atomic = 4,
-		.max_rd_atomic = 4,
-		.timeout = 14,
-		.retry_cnt = 7,
-		.rnr_retry = 7,
-	};
-	const char *failed = tl_rc_connect(qp, &c);
+	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+		     IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_FLUSH_GLOBAL | IBV_ACCESS_FLUSH_PERSISTENT;
+	const char *failed = tl_rc_connect_local(qp, peer->qp_num, access, port.active_mtu, &gid, gid_index, 0x200, 4);
 
 	if (failed)
 		die(failed);

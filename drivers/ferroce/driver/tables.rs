@@ -695,6 +695,31 @@ pub(crate) struct MrEntry {
     pub(crate) windows: u32,
 }
 
+impl MrEntry {
+    /// What the engine's access checks see of this region: an invalid
+    /// (free) fast region names no memory; kernel virtual addresses
+    /// belong to kernel QPs only.
+    fn region(&self) -> Region {
+        Region {
+            key: self.key,
+            pd: self.pd,
+            access: self.access,
+            iova: self.iova,
+            length: self.length,
+            valid: !matches!(&self.kind, MrKind::Fast(f) if !f.valid),
+            kernel_only: matches!(&self.kind, MrKind::Dma(_) | MrKind::Fast(_)),
+        }
+    }
+
+    /// What the window checks see of this entry, if it is a window.
+    fn window(&self) -> Option<Window> {
+        match &self.kind {
+            MrKind::Window(w) => Some(Window { key: self.key, pd: self.pd, type2: w.type2, binding: w.binding }),
+            _ => None,
+        }
+    }
+}
+
 
 /// The device's tables.
 pub(crate) struct DevState {
@@ -951,11 +976,10 @@ impl Mem<'_> {
         };
         let user = self.user;
         let mut mr = self.mrs.get((k >> 8) as usize).and_then(|m| m.as_ref()).ok_or(MemError::InvalidKey)?;
-        if let MrKind::Window(w) = &mr.kind {
+        if let Some(win) = mr.window() {
             // A window has an R_Key only; its checks (IBTA 10.6.7) replace
             // the region's rights, then the bytes are the region's.
             let Key::Remote(_) = key else { return Err(MemError::InvalidKey) };
-            let win = Window { key: mr.key, pd: mr.pd, type2: w.type2, binding: w.binding };
             let mr_key = check_window(&win, k, pd, self.qpn, need, va, len)?;
             mr = self.mrs.get((mr_key >> 8) as usize).and_then(|m| m.as_ref()).ok_or(MemError::InvalidKey)?;
             if mr.key != mr_key || matches!(mr.kind, MrKind::Window(_)) {
@@ -968,16 +992,7 @@ impl Mem<'_> {
         // addresses belong to kernel QPs only (a process's QP can name such
         // a region by no PD handle: defence in depth behind the handles'
         // uniqueness).
-        let region = Region {
-            key: mr.key,
-            pd: mr.pd,
-            access: mr.access,
-            iova: mr.iova,
-            length: mr.length,
-            valid: !matches!(&mr.kind, MrKind::Fast(f) if !f.valid),
-            kernel_only: matches!(&mr.kind, MrKind::Dma(_) | MrKind::Fast(_)),
-        };
-        check_region(&region, k, pd, user, need, va, len)?;
+        check_region(&mr.region(), k, pd, user, need, va, len)?;
         Ok(mr)
     }
 }
@@ -1029,8 +1044,7 @@ impl Memory for Mem<'_> {
         // region; the key must be the current one, consumer byte included.
         let qpn = self.qpn;
         let idx = (rkey >> 8) as usize;
-        if let Some(Some(MrEntry { kind: MrKind::Window(w), key, pd: wpd, .. })) = self.mrs.get(idx) {
-            let win = Window { key: *key, pd: *wpd, type2: w.type2, binding: w.binding };
+        if let Some(win) = self.mrs.get(idx).and_then(|m| m.as_ref()).and_then(MrEntry::window) {
             check_invalidate(&win, rkey, pd, qpn)?;
             return self.unbind(idx);
         }
@@ -1120,23 +1134,10 @@ impl Memory for Mem<'_> {
 
     fn bind_mw(&mut self, pd: u32, bind: &MwBind) -> core::result::Result<(), MemError> {
         let idx = (bind.mw_key >> 8) as usize;
-        let win = match self.mrs.get(idx) {
-            Some(Some(MrEntry { kind: MrKind::Window(w), key, pd: wpd, .. })) => {
-                Window { key: *key, pd: *wpd, type2: w.type2, binding: w.binding }
-            }
-            _ => return Err(MemError::InvalidKey),
-        };
+        let win = self.mrs.get(idx).and_then(|m| m.as_ref()).and_then(MrEntry::window).ok_or(MemError::InvalidKey)?;
         let mr_idx = (bind.mr_key >> 8) as usize;
         let region = match self.mrs.get(mr_idx) {
-            Some(Some(mr)) if mr_idx != idx && !matches!(mr.kind, MrKind::Window(_)) => Some(Region {
-                key: mr.key,
-                pd: mr.pd,
-                access: mr.access,
-                iova: mr.iova,
-                length: mr.length,
-                valid: !matches!(&mr.kind, MrKind::Fast(f) if !f.valid),
-                kernel_only: matches!(&mr.kind, MrKind::Dma(_) | MrKind::Fast(_)),
-            }),
+            Some(Some(mr)) if mr_idx != idx && !matches!(mr.kind, MrKind::Window(_)) => Some(mr.region()),
             _ => None,
         };
         let binding = check_bind(&win, region.as_ref(), pd, self.qpn, bind)?;

@@ -474,20 +474,17 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let Some(i) = self.alloc_resource() else {
             return Step::Done(RxOutcome::Dropped);
         };
-        let psn = rx.headers.bth.psn;
-        let npkts = packets(r.dma_len, self.pmtu());
+        self.answer_with_read(i, rx.headers.bth.psn, r.va, r.r_key, r.dma_len)
+    }
+
+    /// Records a READ resource in slot `i` for the request at `psn` (its
+    /// `len` bytes at `va` of `rkey`; 0 for FLUSH and ATOMIC WRITE, whose
+    /// answer is an empty READ response), completes the message (MSN),
+    /// queues the response stream and moves ePSN past the PSNs it takes.
+    fn answer_with_read(&mut self, i: usize, psn: Psn, va: u64, rkey: u32, len: u32) -> Step {
+        let npkts = packets(len, self.pmtu());
         self.resp.msn = next_msn(self.resp.msn);
-        let res = Resource {
-            kind: ResKind::Read,
-            first_psn: psn,
-            npkts,
-            va: r.va,
-            rkey: r.r_key,
-            len: r.dma_len,
-            orig: 0,
-            msn: self.resp.msn,
-            busy: true,
-        };
+        let res = Resource { kind: ResKind::Read, first_psn: psn, npkts, va, rkey, len, orig: 0, msn: self.resp.msn, busy: true };
         if let Some(slot) = self.resp.res.get_mut(i) {
             *slot = res;
         }
@@ -602,26 +599,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let Some(i) = self.alloc_resource() else {
             return Step::Done(RxOutcome::Dropped);
         };
-        let psn = rx.headers.bth.psn;
-        self.resp.msn = next_msn(self.resp.msn);
-        let res = Resource {
-            kind: ResKind::Read,
-            first_psn: psn,
-            npkts: 1,
-            va: r.va,
-            rkey: r.r_key,
-            len: 0,
-            orig: 0,
-            msn: self.resp.msn,
-            busy: true,
-        };
-        if let Some(slot) = self.resp.res.get_mut(i) {
-            *slot = res;
-        }
-        let res = u8::try_from(i).unwrap_or(0);
-        let _ = self.push_job(Job::Read { res, start: psn, psn, off: 0 });
-        self.resp.epsn = psn.next();
-        Step::Done(RxOutcome::Accepted)
+        self.answer_with_read(i, rx.headers.bth.psn, r.va, r.r_key, 0)
     }
 
     /// A request behind ePSN: answered again, never executed again.
