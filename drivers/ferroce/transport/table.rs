@@ -13,11 +13,11 @@
 pub const KERNEL_RESERVE: usize = 4;
 
 /// Whether a process may take one more slot of `t` (indices below `first`
-/// are never handed out): more than [`KERNEL_RESERVE`] slots are free. The
-/// count is a scan, paid for only by processes' allocations (system calls).
+/// are never handed out): more than [`KERNEL_RESERVE`] slots are free. A
+/// scan that stops at the first `KERNEL_RESERVE + 1` free slots, paid for
+/// only by processes' allocations (system calls).
 pub fn user_room<T>(t: &[Option<T>], first: usize) -> bool {
-    let free = t.iter().skip(first).filter(|s| s.is_none()).count();
-    free > KERNEL_RESERVE
+    t.iter().skip(first).filter(|s| s.is_none()).take(KERNEL_RESERVE + 1).count() > KERNEL_RESERVE
 }
 
 /// A free slot at or after the cursor `next` (cyclically over the indices
