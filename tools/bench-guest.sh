@@ -4,7 +4,10 @@
 # Each driver gets its own network namespace with a dummy netdev (both bind
 # UDP port 4791, which one namespace allows only once); server and client
 # run in that namespace on the same device, as loopback.
-# Writes build/bench/raw.txt: "RESULT <test> <driver> <round> <value>" lines.
+# Writes build/bench/raw.txt: "RESULT <test> <driver> <round> <value>" lines,
+# and "CPU <test> <driver> <round> <cpu seconds> <bytes> <messages>": the
+# guest's busy CPU time during the run (/proc/stat; set-up included, for
+# both drivers alike) and what the run moved.
 # Arguments: ROUNDS (default 3), optionally the tests to run
 # (comma-separated names, all when absent), and "profile:1" or
 # "profile:TEST,TEST...": after the rounds, one more run of each test (or of
@@ -58,10 +61,15 @@ for round in $(seq "$ROUNDS"); do
 		order="rxe fr"; [ $((round % 2)) = 0 ] && order="fr rxe"
 		for drv in $order; do
 			set -- $cmd
+			c0=$(cpu_busy)
 			if pingpong $drv $drv 10.88.0.1 "$@" -d "${DEV[$drv]}" -x "${GID[$drv]}" >/tmp/run.log 2>&1; then
+				c1=$(cpu_busy)
 				v=$(bench_value "$unit" /tmp/cli.log)
-				log "round $round $name $drv: $v $unit"
+				read -r bytes msgs <<<"$(bench_work "$@" /tmp/cli.log)"
+				cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')
+				log "round $round $name $drv: $v $unit (${cpu} CPU s)"
 				echo "RESULT $name $drv $round $v" >>"$OUT/raw.txt"
+				echo "CPU $name $drv $round $cpu $bytes $msgs" >>"$OUT/raw.txt"
 			else
 				log "round $round $name $drv: FAILED"
 				tail -n 5 /tmp/cli.log /tmp/srv.log

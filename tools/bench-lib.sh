@@ -37,3 +37,25 @@ bench_value() {
 	*) awk '/BW average/ { getline; print $4; exit }' "$2" ;;
 	esac
 }
+
+# cpu_busy: the guest's busy CPU time so far, in clock ticks (USER_HZ) of
+# every CPU: user, nice, system, irq, softirq and steal of /proc/stat's
+# "cpu" line (idle and iowait left out)
+cpu_busy() {
+	awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+}
+
+# bench_work CMD... LOG: what a run of perftest CMD moved, from the client's
+# report in LOG: "BYTES MESSAGES" (bytes per message x iterations x QPs,
+# and the messages); the latency tests report no byte count of their own
+# and move one message of -s bytes per iteration each way
+bench_work() {
+	local log=${*: -1} s=0 n=0 q=1 prev="" a
+	for a in "${@:1:$#-1}"; do
+		case $prev in -s) s=$a ;; -n) n=$a ;; -q) q=$a ;; esac
+		prev=$a
+	done
+	awk -v s="$s" -v n="$n" -v q="$q" '
+		/#bytes/ && /#iterations/ { getline; if ($2 + 0 > 0) { s = $1; n = $2 } }
+		END { printf "%.0f %.0f\n", s * n * q, n * q }' "$log"
+}
