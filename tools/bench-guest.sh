@@ -54,27 +54,21 @@ PY
 bench_select "$2"
 printf '%s\n' "${BENCH_TESTS[@]}" | sed 's/^/TEST /' >>"$OUT/raw.txt"
 
+# run_loopback DRV CMD...: server and client of perftest CMD in DRV's
+# namespace, on its one device
+run_loopback() {
+	local drv=$1; shift
+	pingpong $drv $drv 10.88.0.1 "$@" -d "${DEV[$drv]}" -x "${GID[$drv]}" >/tmp/run.log 2>&1
+}
+
 for round in $(seq "$ROUNDS"); do
 	for t in "${BENCH_TESTS[@]}"; do
 		IFS='|' read -r name unit better cmd <<<"$t"
 		# alternate which driver goes first, round by round
 		order="rxe fr"; [ $((round % 2)) = 0 ] && order="fr rxe"
 		for drv in $order; do
-			set -- $cmd
-			c0=$(cpu_busy)
-			if pingpong $drv $drv 10.88.0.1 "$@" -d "${DEV[$drv]}" -x "${GID[$drv]}" >/tmp/run.log 2>&1; then
-				c1=$(cpu_busy)
-				v=$(bench_value "$unit" /tmp/cli.log)
-				read -r bytes msgs <<<"$(bench_work "$@" /tmp/cli.log)"
-				cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')
-				log "round $round $name $drv: $v $unit (${cpu} CPU s)"
-				echo "RESULT $name $drv $round $v" >>"$OUT/raw.txt"
-				echo "CPU $name $drv $round $cpu $bytes $msgs" >>"$OUT/raw.txt"
-			else
-				log "round $round $name $drv: FAILED"
-				tail -n 5 /tmp/cli.log /tmp/srv.log
-				echo "RESULT $name $drv $round failed" >>"$OUT/raw.txt"
-			fi
+			# shellcheck disable=SC2086 # the perftest arguments, word by word
+			bench_measure "$OUT/raw.txt" $name $drv $round "$unit" "[bench] round $round $name $drv" run_loopback $cmd
 		done
 	done
 done

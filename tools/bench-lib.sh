@@ -59,3 +59,28 @@ bench_work() {
 		/#bytes/ && /#iterations/ { getline; if ($2 + 0 > 0) { s = $1; n = $2 } }
 		END { printf "%.0f %.0f\n", s * n * q, n * q }' "$log"
 }
+
+# bench_measure RAW NAME DRV ROUND UNIT LABEL RUNNER CMD...: one measured
+# run: `RUNNER DRV CMD...` runs perftest CMD (leaving the client's report in
+# /tmp/cli.log, the server's in /tmp/srv.log) while the guest's busy CPU
+# time is taken around it; appends "RESULT NAME DRV ROUND value" and "CPU
+# NAME DRV ROUND seconds bytes messages" to RAW (a failed run: "RESULT ...
+# failed"), and prints one line starting with LABEL
+bench_measure() {
+	local raw=$1 name=$2 drv=$3 round=$4 unit=$5 label=$6 runner=$7 c0 c1 v bytes msgs cpu
+	shift 7
+	c0=$(cpu_busy)
+	if "$runner" "$drv" "$@"; then
+		c1=$(cpu_busy)
+		v=$(bench_value "$unit" /tmp/cli.log)
+		read -r bytes msgs <<<"$(bench_work "$@" /tmp/cli.log)"
+		cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')
+		echo "$label: $v $unit, ${cpu} CPU s for $bytes bytes, $msgs messages"
+		echo "RESULT $name $drv $round $v" >>"$raw"
+		echo "CPU $name $drv $round $cpu $bytes $msgs" >>"$raw"
+	else
+		echo "$label: FAILED"
+		tail -n 5 /tmp/cli.log /tmp/srv.log
+		echo "RESULT $name $drv $round failed" >>"$raw"
+	fi
+}

@@ -20,7 +20,6 @@ mkdir -p "$OUT"
 RAW=$OUT/raw-veth.txt
 : >"$RAW"
 log() { echo "[bench veth] $*"; }
-HZ=$(getconf CLK_TCK)
 
 modprobe rdma_rxe
 # drv net: namespaces ${drv}a and ${drv}b, veth ends ${drv}va/${drv}vb,
@@ -67,22 +66,10 @@ for round in $(seq "$ROUNDS"); do
 		IFS='|' read -r name unit better cmd <<<"$t"
 		order="rxe fr"; [ $((round % 2)) = 0 ] && order="fr rxe"
 		for drv in $order; do
-			set -- $cmd
 			done_=$((done_ + 1))
-			c0=$(cpu_busy)
-			if run_pair $drv "$@"; then
-				c1=$(cpu_busy)
-				v=$(bench_value "$unit" /tmp/cli.log)
-				read -r bytes msgs <<<"$(bench_work "$@" /tmp/cli.log)"
-				cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }')
-				log "[$done_/$total] round $round ${name}_veth $drv: $v $unit, ${cpu} CPU s for $bytes bytes, $msgs messages"
-				echo "RESULT ${name}_veth $drv $round $v" >>"$RAW"
-				echo "CPU ${name}_veth $drv $round $cpu $bytes $msgs" >>"$RAW"
-			else
-				log "[$done_/$total] round $round ${name}_veth $drv: FAILED"
-				tail -n 5 /tmp/cli.log /tmp/srv.log
-				echo "RESULT ${name}_veth $drv $round failed" >>"$RAW"
-			fi
+			# shellcheck disable=SC2086 # the perftest arguments, word by word
+			bench_measure "$RAW" ${name}_veth $drv $round "$unit" \
+				"[bench veth] [$done_/$total] round $round ${name}_veth $drv" run_pair $cmd
 		done
 	done
 done
