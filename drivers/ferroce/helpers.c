@@ -631,6 +631,17 @@ MODULE_PARM_DESC(test_pd_start, "test only: start position of the PD handle allo
 
 u32 ferroce_test_pd_start(void) { return test_pd_start; }
 
+/*
+ * Objects of each kind (PD, AH, CQ, QP, SRQ, MR, multicast attachment) one
+ * user may hold on one device; 0 (the default): half of the largest table
+ * (64k QPs, 1M MRs), which a smaller value lowers (it never raises it).
+ */
+static unsigned int user_quota;
+module_param(user_quota, uint, 0444);
+MODULE_PARM_DESC(user_quota, "objects of each kind one user may hold on a device (0: half of the largest table)");
+
+u32 ferroce_user_quota(void) { return user_quota; }
+
 /* Test only: a smaller bound of the device's local queue (0: the default). */
 static unsigned int test_local_queue_max;
 module_param(test_local_queue_max, uint, 0444);

@@ -127,6 +127,8 @@ void ferroce_cond_resched(void);
 u32 ferroce_random_u32(void);
 /* The test_pd_start module parameter (test only). */
 u32 ferroce_test_pd_start(void);
+/* The user_quota module parameter (0: the default quotas). */
+u32 ferroce_user_quota(void);
 /* The test_local_queue_max module parameter (test only). */
 u32 ferroce_test_local_queue_max(void);
 

@@ -31,7 +31,9 @@
 #      reach it: the AH's slot would have to be reused in between);
 #  10. an IPv4 header of 40 bytes (options) is IPv4, not IPv6;
 #   9. the local queue's bound (module reloaded with test_local_queue_max=2);
-#   6. quotas: an unprivileged process takes every PD, AH, CQ, QP, SRQ and
+#   6. quotas (the module loaded with user_quota=1024: the default, 64k
+#      QPs or 1M MRs, is checked by limits.sh): an unprivileged process
+#      takes every PD, AH, CQ, QP, SRQ and
 #      MR it can (it stops at its user's quota, max_* of query_device, and a
 #      second device file of the same user gets no more), and while it
 #      holds them another user creates one of each, and rping (a second
@@ -47,7 +49,7 @@ case $(uname -r) in *-debug) UAF=${1:-10} ;; esac
 T=build/userspace/tests
 
 modprobe -r ferroce 2>/dev/null
-check "ferroce loads with test_pd_start=0xfffffff0" modprobe ferroce test_pd_start=0xfffffff0
+check "ferroce loads with test_pd_start=0xfffffff0 user_quota=1024" modprobe ferroce test_pd_start=0xfffffff0 user_quota=1024
 check "rdma link add fr0" rdma link add fr0 type ferroce netdev eth0
 G=$(wait_gid fr0 '::ffff:10\.0\.2\.15')
 check "RoCE v2 GID of 10.0.2.15 found" test -n "$G"

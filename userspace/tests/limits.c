@@ -2,7 +2,7 @@
 /*
  * limits: a device's advertised maximums, reached and passed (issue 10).
  *
- *   limits DEV GID_INDEX [--qps N]
+ *   limits DEV GID_INDEX [--qps N] [--msgs M] [--msg BYTES] [--no-limits]
  *
  * 1. Creates PDs, CQs, MRs, AHs and RC QPs one kind at a time until the
  *    device refuses: the count reached must be the advertised maximum less
@@ -11,10 +11,13 @@
  *    crash, never success past the maximum). Also: a CQ of max_cqe + 1
  *    entries, a QP with max_qp_wr + 1 work requests or max_sge + 1 SGEs,
  *    each refused with EINVAL or ENOMEM. Everything is freed again.
+ *    (Skipped with --no-limits.)
  * 2. Connects --qps RC QPs (default 1000; pairs on the same device, through
- *    its own address) and has every QP send 4 messages of 4 KiB with a
- *    pattern of its own to its peer at once; every received byte is
- *    checked.
+ *    its own address) and has every QP send --msgs messages (default 4) of
+ *    --msg bytes (default 4 KiB) with a pattern of its own to its peer at
+ *    once; every received byte is checked. The tables grow as the QPs are
+ *    made: 16k QPs (tests/guest/limits.sh) take the QP table from 2048
+ *    slots to 32768.
  * Prints one "ok - NAME" or "not ok - NAME" line per check; exits non-zero
  * when any failed.
  */
@@ -50,8 +53,8 @@ static void die(const char *what)
 /* at most, of each kind, held by the kernel's own users (the MAD layer's
  * PD, CQ and GSI QP) or reserved (QPNs below 16) */
 #define KERNEL_HELD 16
-#define MSGS 4
-#define MSG 4096
+static int msgs = 4;
+static int msg_len = 4096;
 
 static struct ibv_context *ctx;
 static struct ibv_device_attr da;
@@ -195,12 +198,12 @@ static uint8_t pattern(int qp, int msg, int i) { return (uint8_t)(qp * 131 + msg
 static void many(int nqp)
 {
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	int cqe = nqp * MSGS;
+	int cqe = nqp * msgs;
 	if (cqe > da.max_cqe)
 		cqe = da.max_cqe;
 	struct ibv_cq *scq = ibv_create_cq(ctx, cqe, NULL, NULL, 0);
 	struct ibv_cq *rcq = ibv_create_cq(ctx, cqe, NULL, NULL, 0);
-	size_t len = (size_t)nqp * MSGS * MSG * 2; /* send half, receive half */
+	size_t len = (size_t)nqp * msgs * msg_len * 2; /* send half, receive half */
 	uint8_t *buf = aligned_alloc(4096, len);
 	if (!pd || !scq || !rcq || !buf)
 		die("setup for many QPs");
@@ -211,7 +214,7 @@ static void many(int nqp)
 	struct ibv_qp **qp = calloc(nqp, sizeof(*qp));
 	int made = 0;
 	for (int i = 0; i < nqp; i++) {
-		qp[i] = rc_qp(pd, scq, rcq, MSGS, 1);
+		qp[i] = rc_qp(pd, scq, rcq, msgs, 1);
 		if (!qp[i])
 			break;
 		made++;
@@ -224,29 +227,29 @@ static void many(int nqp)
 		to_rts(qp[i], qp[i ^ 1]->qp_num, 1000 + (uint32_t)(i ^ 1) * 7, 1000 + (uint32_t)i * 7);
 	uint8_t *sbuf = buf, *rbuf = buf + len / 2;
 	for (int i = 0; i < nqp; i++) {
-		for (int m = 0; m < MSGS; m++) {
-			size_t off = ((size_t)i * MSGS + m) * MSG;
-			struct ibv_sge sge = { (uintptr_t)(rbuf + off), MSG, mr->lkey };
+		for (int m = 0; m < msgs; m++) {
+			size_t off = ((size_t)i * msgs + m) * msg_len;
+			struct ibv_sge sge = { (uintptr_t)(rbuf + off), msg_len, mr->lkey };
 			struct ibv_recv_wr wr = { .wr_id = (uint64_t)i << 8 | m, .sg_list = &sge, .num_sge = 1 }, *bad;
 			if (ibv_post_recv(qp[i], &wr, &bad))
 				die("ibv_post_recv");
-			for (int k = 0; k < MSG; k++)
+			for (int k = 0; k < msg_len; k++)
 				sbuf[off + k] = pattern(i, m, k);
 		}
 	}
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (int m = 0; m < MSGS; m++) {
+	for (int m = 0; m < msgs; m++) {
 		for (int i = 0; i < nqp; i++) {
-			size_t off = ((size_t)i * MSGS + m) * MSG;
-			struct ibv_sge sge = { (uintptr_t)(sbuf + off), MSG, mr->lkey };
+			size_t off = ((size_t)i * msgs + m) * msg_len;
+			struct ibv_sge sge = { (uintptr_t)(sbuf + off), msg_len, mr->lkey };
 			struct ibv_send_wr wr = { .wr_id = (uint64_t)i << 8 | m, .sg_list = &sge, .num_sge = 1,
 						  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED }, *bad;
 			if (ibv_post_send(qp[i], &wr, &bad))
 				die("ibv_post_send");
 		}
 	}
-	long want = (long)nqp * MSGS, sdone = 0, rdone = 0, bad_wc = 0;
+	long want = (long)nqp * msgs, sdone = 0, rdone = 0, bad_wc = 0;
 	struct ibv_wc wc[64];
 	for (;;) {
 		int k = ibv_poll_cq(scq, 64, wc);
@@ -255,7 +258,7 @@ static void many(int nqp)
 		sdone += k > 0 ? k : 0;
 		k = ibv_poll_cq(rcq, 64, wc);
 		for (int j = 0; j < k; j++)
-			bad_wc += wc[j].status != IBV_WC_SUCCESS || wc[j].byte_len != MSG;
+			bad_wc += wc[j].status != IBV_WC_SUCCESS || wc[j].byte_len != (uint32_t)msg_len;
 		rdone += k > 0 ? k : 0;
 		if (sdone >= want && rdone >= want)
 			break;
@@ -268,13 +271,13 @@ static void many(int nqp)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	result(sdone == want && rdone == want && !bad_wc, "%d RC QPs at once: %ld sends and %ld receives of %d bytes, all SUCCESS (%.2f s)",
-	       nqp, sdone, rdone, MSG, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+	       nqp, sdone, rdone, msg_len, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 	/* QP i's messages land in its peer's receive buffers */
 	long wrong = 0;
 	for (int i = 0; i < nqp; i++)
-		for (int m = 0; m < MSGS; m++) {
-			size_t off = ((size_t)(i ^ 1) * MSGS + m) * MSG;
-			for (int k = 0; k < MSG; k++)
+		for (int m = 0; m < msgs; m++) {
+			size_t off = ((size_t)(i ^ 1) * msgs + m) * msg_len;
+			for (int k = 0; k < msg_len; k++)
 				wrong += rbuf[off + k] != pattern(i, m, k);
 		}
 	result(wrong == 0, "%d RC QPs at once: every received byte verified (%ld wrong)", nqp, wrong);
@@ -290,13 +293,29 @@ static void many(int nqp)
 
 int main(int argc, char **argv)
 {
-	int nqp = 1000;
+	int nqp = 1000, skip_limits = 0;
 	if (argc < 3) {
-		fprintf(stderr, "usage: limits DEV GID_INDEX [--qps N]\n");
+		fprintf(stderr, "usage: limits DEV GID_INDEX [--qps N] [--msgs M] [--msg BYTES] [--no-limits]\n");
 		return 2;
 	}
-	if (argc >= 5 && !strcmp(argv[3], "--qps"))
-		nqp = atoi(argv[4]) & ~1;
+	for (int a = 3; a < argc; a++) {
+		if (!strcmp(argv[a], "--no-limits"))
+			skip_limits = 1;
+		else if (a + 1 < argc && !strcmp(argv[a], "--qps"))
+			nqp = atoi(argv[++a]) & ~1;
+		else if (a + 1 < argc && !strcmp(argv[a], "--msgs"))
+			msgs = atoi(argv[++a]);
+		else if (a + 1 < argc && !strcmp(argv[a], "--msg"))
+			msg_len = atoi(argv[++a]);
+		else {
+			fprintf(stderr, "limits: unknown argument %s\n", argv[a]);
+			return 2;
+		}
+	}
+	if (nqp < 2 || msgs < 1 || msgs > 255 || msg_len < 1) {
+		fprintf(stderr, "limits: --qps >= 2, --msgs 1..255, --msg >= 1\n");
+		return 2;
+	}
 	gidx = atoi(argv[2]);
 	struct ibv_device **list = ibv_get_device_list(NULL);
 	for (int i = 0; list && list[i]; i++)
@@ -308,7 +327,8 @@ int main(int argc, char **argv)
 		die("ibv_query_device/port/gid");
 	printf("max_pd %d max_cq %d max_cqe %d max_mr %d max_ah %d max_qp %d max_qp_wr %d max_sge %d\n", da.max_pd,
 	       da.max_cq, da.max_cqe, da.max_mr, da.max_ah, da.max_qp, da.max_qp_wr, da.max_sge);
-	limits();
+	if (!skip_limits)
+		limits();
 	many(nqp);
 	ibv_close_device(ctx);
 	ibv_free_device_list(list);

@@ -9,7 +9,7 @@ use crate::rdma::object::Pd;
 use crate::rdma::udata::{CreateAhResp, Udata};
 use crate::rdma::wr::AhAttr;
 use crate::driver::ferroce::FerroceDevice;
-use crate::driver::tables::AhEntry;
+use crate::driver::tables::{grow, AhEntry};
 use kernel::prelude::*;
 
 /// An AH's data.
@@ -30,19 +30,35 @@ pub(super) fn create(pd: &Pd<'_, Ferroce>, attr: &AhAttr<'_>, udata: &mut Udata<
     // (dropped) if anything below fails.
     let account = pd.data().account();
     let charge = quota::charge(account, Kind::Ah)?;
-    let index = {
+    let entry = AhEntry { av, pd: pd.data().handle };
+    let first = {
         let mut st = dev.state.lock();
-        let idx = st.alloc_ah(account.is_some()).ok_or(ENOMEM)?;
-        if let Some(slot) = st.ahs.get_mut(idx) {
-            *slot = Some(AhEntry { av, pd: pd.data().handle });
+        st.alloc_ah(account.is_some()).map(|idx| place(&mut st.ahs, idx, entry))
+    };
+    let index = match first {
+        Some(idx) => idx,
+        // Only a process's AH grows the table: its call may sleep.
+        None if account.is_some() => {
+            grow(dev, Kind::Ah)?;
+            let mut st = dev.state.lock();
+            let idx = st.alloc_ah(true).ok_or(ENOMEM)?;
+            place(&mut st.ahs, idx, entry)
         }
-        idx
+        None => return Err(ENOMEM),
     };
     if let Err(e) = udata.respond(&CreateAhResp { ah_handle: index as u32, reserved: 0 }) {
         clear(dev, index);
         return Err(e);
     }
     Ok(AhData { index: index as u32, _charge: charge })
+}
+
+/// Puts `entry` in the free slot `idx`; the index.
+fn place(ahs: &mut [Option<AhEntry>], idx: usize, entry: AhEntry) -> usize {
+    if let Some(slot) = ahs.get_mut(idx) {
+        *slot = Some(entry);
+    }
+    idx
 }
 
 pub(super) fn destroy(dev: &FerroceDevice, ah: AhData) {

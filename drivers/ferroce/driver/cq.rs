@@ -17,7 +17,7 @@ use crate::rdma::vtable::CqAttr;
 use crate::rdma::wr::WcSink;
 use crate::rdma::eopnotsupp;
 use crate::driver::ferroce::FerroceDevice;
-use crate::driver::tables::{take_unused, CqEntry, MAX_CQE};
+use crate::driver::tables::{grow, take_unused, CqEntry, MAX_CQE};
 use kernel::prelude::*;
 
 /// A CQ's data.
@@ -61,7 +61,15 @@ pub(super) fn create(
         (CqEntry::new(cq, attr.cqe as usize)?, attr.cqe)
     };
     let mut st = dev.state.lock();
-    let index = st.alloc_cq(udata.is_user()).ok_or(ENOMEM)?;
+    let index = match st.alloc_cq(udata.is_user()) {
+        Some(i) => i,
+        None => {
+            drop(st);
+            grow(dev, Kind::Cq)?;
+            st = dev.state.lock();
+            st.alloc_cq(udata.is_user()).ok_or(ENOMEM)?
+        }
+    };
     if let Some(slot) = st.cqs.get_mut(index) {
         *slot = Some(entry);
     }

@@ -13,7 +13,7 @@ use crate::rdma::object::{Mr, Mw, Pd};
 use crate::rdma::udata::Udata;
 use crate::rdma::eopnotsupp;
 use crate::driver::ferroce::FerroceDevice;
-use crate::driver::tables::{unbind_from, FastMr, MrEntry, MrKind, WindowEntry, MAX_FAST_PAGES, PAGE_SIZE};
+use crate::driver::tables::{grow, unbind_from, FastMr, MrEntry, MrKind, WindowEntry, MAX_FAST_PAGES, PAGE_SIZE};
 use crate::transport::verbs::access;
 use kernel::prelude::*;
 
@@ -58,7 +58,14 @@ pub(crate) fn check_access(a: u32) -> Result<u32> {
 /// sleep) after the lock.
 fn install(dev: &FerroceDevice, entry: MrEntry) -> Result<u32> {
     let r = dev.state.lock().insert_mr(entry);
-    r.map_err(|_full| ENOMEM)
+    match r {
+        Ok(key) => Ok(key),
+        Err(entry) => {
+            grow(dev, Kind::Mr)?;
+            let r = dev.state.lock().insert_mr(entry);
+            r.map_err(|_full| ENOMEM)
+        }
+    }
 }
 
 pub(super) fn reg_user(

@@ -16,7 +16,7 @@ use crate::rdma::wr::RecvWrs;
 use crate::rdma::{eopnotsupp, Counter};
 use crate::driver::ferroce::FerroceDevice;
 use crate::driver::ring::QpRings;
-use crate::driver::tables::{Returned, QpEntry, Slots, GSI_QPN, MAX_FAST_PAGE_SIZE, MAX_QP_WR, SRQ_QP_SLOTS};
+use crate::driver::tables::{grow, Returned, QpEntry, Slots, GSI_QPN, MAX_FAST_PAGE_SIZE, MAX_QP_WR, SRQ_QP_SLOTS};
 use crate::transport::engine::{Qp as EngineQp, QpConfig, RecvSlot, SendSlot};
 use crate::transport::qp::{mask, Mtu, QpState, QpType};
 use crate::transport::verbs::{FastReg, RecvWqe, SendWqe, WrOpcode, MAX_INLINE, MAX_SGE};
@@ -122,7 +122,16 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
     let sig_all = init.sig_all();
     cap.max_inline_data = MAX_INLINE as u32;
     let mut st = dev.state.lock();
-    let qpn = st.alloc_qpn(gsi, udata.is_user()).ok_or(if gsi { EBUSY } else { ENOMEM })?;
+    let qpn = match st.alloc_qpn(gsi, udata.is_user()) {
+        Some(n) => n,
+        None if gsi => return Err(EBUSY),
+        None => {
+            drop(st);
+            grow(dev, Kind::Qp)?;
+            st = dev.state.lock();
+            st.alloc_qpn(gsi, udata.is_user()).ok_or(ENOMEM)?
+        }
+    };
     let mut engine = EngineQp::new(
         QpConfig { qpn: qpn as u32, qp_type: ty, pd: pd_handle, sq_sig_all: sig_all },
         Slots(sq),

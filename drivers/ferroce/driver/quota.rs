@@ -2,12 +2,13 @@
 
 //! Per-user quotas on the device's object tables.
 //!
-//! The tables are fixed (see `tables`), so one user who took every QP or
-//! PD would stop every other process, and the kernel's own consumers
-//! (rdma_cm, NVMe) but for the few slots each table keeps for them
-//! (`transport::table::KERNEL_RESERVE`). Every object a process creates is
-//! charged to the user (effective UID) its context was opened by: a user
-//! holds at most half of each table, whatever number of contexts
+//! The tables grow (see `tables`) up to a largest size, so one user who
+//! took every QP or PD would stop every other process, and the kernel's
+//! own consumers (rdma_cm, NVMe) but for the few slots each table keeps for
+//! them (`transport::table::KERNEL_RESERVE`). Every object a process
+//! creates is charged to the user (effective UID) its context was opened
+//! by: a user holds at most half of each table's largest size (or the
+//! `user_quota` module parameter, if smaller), whatever number of contexts
 //! (device files) it opens. Kernel consumers are not charged.
 //!
 //! An [`Account`] is shared by the contexts of one user on one device; a
@@ -37,26 +38,46 @@ pub(crate) enum Kind {
 const KINDS: usize = 7;
 
 impl Kind {
-    /// Slots of the kind's table on one device (`tables::MAX_*`).
-    pub(crate) const fn table_len(self) -> usize {
+    /// Slots of the kind's table when a device is created; the table
+    /// doubles when full (`DevState::grow`), up to [`Kind::max_len`].
+    pub(crate) const fn first_len(self) -> usize {
         match self {
             Kind::Pd => 4096,
             Kind::Ah => 4096,
             Kind::Cq => 2048,
             Kind::Qp => 2048,
             Kind::Srq => 2048,
-            // A key is `index << 8 | key byte`.
             Kind::Mr => 8192,
+            Kind::Mcast => crate::transport::mcast::MAX_GROUPS,
+        }
+    }
+
+    /// Slots of the kind's table at its largest on one device.
+    pub(crate) const fn max_len(self) -> usize {
+        match self {
+            Kind::Pd => 1 << 17,
+            Kind::Ah => 1 << 17,
+            Kind::Cq => 1 << 17,
+            // A QPN has 24 bits.
+            Kind::Qp => 1 << 17,
+            Kind::Srq => 1 << 16,
+            // A key is `index << 8 | key byte`: 29 bits.
+            Kind::Mr => 1 << 21,
             // Attachments, as many as there are groups: a user's
             // attachments reach at most half of the groups.
             Kind::Mcast => crate::transport::mcast::MAX_GROUPS,
         }
     }
 
-    /// What one user may hold: half of the table. This is also what
+    /// What one user may hold: half of the largest table, or less when
+    /// the `user_quota` module parameter says so. This is also what
     /// `query_device` reports as `max_*`.
-    pub(crate) const fn quota(self) -> u32 {
-        (self.table_len() / 2) as u32
+    pub(crate) fn quota(self) -> u32 {
+        let half = (self.max_len() / 2) as u32;
+        match crate::rdma::user_quota() {
+            0 => half,
+            q => q.min(half),
+        }
     }
 }
 

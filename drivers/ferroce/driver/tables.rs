@@ -6,8 +6,10 @@
 //! that reach it from the RDMA core are in `objects.rs`, the packets in
 //! `net.rs`.
 //!
-//! Tables are allocated once, when the device is created, so that nothing
-//! allocates while the lock is held (the receive path runs in softirq).
+//! Nothing allocates while the lock is held (the receive path runs in
+//! softirq): a table that is full grows by doubling, into storage
+//! allocated with the lock dropped (`Spare`, `DevState::grow`), up to its
+//! kind's largest size (`quota::Kind::max_len`).
 
 #![forbid(unsafe_code)]
 
@@ -27,21 +29,16 @@ use crate::rdma::wr::QpToken;
 use crate::driver::quota::Kind;
 use kernel::prelude::*;
 
-/// Queue pairs per device (QPN 1 is the GSI QP; user QPNs start at 16).
-/// Each table is twice what one user may hold (`quota::Kind::quota`).
-pub(crate) const MAX_QP: usize = Kind::Qp.table_len();
+/// QPN 1 is the GSI QP; user QPNs start at 16. Each table starts at its
+/// kind's `first_len` slots and grows to at most twice what one user may
+/// hold (`quota::Kind::quota`).
 pub(crate) const FIRST_QPN: usize = 16;
 pub(crate) const GSI_QPN: usize = 1;
-pub(crate) const MAX_CQ: usize = Kind::Cq.table_len();
-pub(crate) const MAX_SRQ: usize = Kind::Srq.table_len();
 /// Receive slots of an SRQ-attached QP in the engine: WQEs move in from the
 /// SRQ one at a time, when a message needs one.
 pub(crate) const SRQ_QP_SLOTS: u32 = 2;
-/// Memory regions per device; a key is `index << 8 | key byte`, the key
-/// byte random (and never the index's previous one).
-pub(crate) const MAX_MR: usize = Kind::Mr.table_len();
-pub(crate) const MAX_AH: usize = Kind::Ah.table_len();
-pub(crate) const MAX_PD: u32 = Kind::Pd.table_len() as u32;
+// A memory region's key is `index << 8 | key byte`, the key byte random
+// (and never the index's previous one).
 pub(crate) const MAX_QP_WR: u32 = 16384;
 pub(crate) const MAX_CQE: u32 = 65536;
 pub(crate) const PAGE_SIZE: usize = 4096;
@@ -756,6 +753,20 @@ fn table<T>(n: usize) -> Result<KVVec<Option<T>>> {
     Ok(v)
 }
 
+/// Doubles `kind`'s table (up to its largest size): the storage is
+/// allocated with the device lock dropped, the entries move under it and
+/// the old storage is freed after it. `ENOMEM` at the largest size. Called
+/// by an allocation that found no slot, which then tries once more; it may
+/// sleep (a kernel consumer's AH, made in atomic context, never grows its
+/// table: it has the kernel reserve).
+pub(crate) fn grow(dev: &crate::driver::ferroce::FerroceDevice, kind: Kind) -> Result {
+    let len = dev.state.lock().grown_len(kind).ok_or(ENOMEM)?;
+    let mut spare = Spare::new(kind, len)?;
+    dev.state.lock().grow(&mut spare);
+    drop(spare);
+    Ok(())
+}
+
 /// Takes an object out of its table slot unless something still uses it
 /// (`EBUSY`): the destroy verbs of CQs and SRQs, which QPs reference.
 pub(crate) fn take_unused<T>(slot: Option<&mut Option<KBox<T>>>, users: impl Fn(&T) -> u32) -> Result<Option<KBox<T>>> {
@@ -766,27 +777,72 @@ pub(crate) fn take_unused<T>(slot: Option<&mut Option<KBox<T>>>, users: impl Fn(
     }
 }
 
+/// Moves the entries of `t` into `spare` when `spare` is longer (another
+/// allocation may have grown `t` since `spare` was made) and swaps them:
+/// `spare` is left with `t`'s old storage, all free, to be dropped once
+/// the lock is.
+fn move_into<T>(t: &mut KVVec<Option<T>>, spare: &mut KVVec<Option<T>>) -> bool {
+    if spare.len() <= t.len() {
+        return false;
+    }
+    for (to, from) in spare.iter_mut().zip(t.iter_mut()) {
+        *to = from.take();
+    }
+    core::mem::swap(t, spare);
+    true
+}
+
+/// The storage of a bigger table, allocated with the device lock dropped:
+/// `DevState::grow` moves the entries in under the lock.
+pub(crate) enum Spare {
+    Qp(KVVec<Option<KBox<QpEntry>>>),
+    Cq(KVVec<Option<KBox<CqEntry>>>),
+    Srq(KVVec<Option<KBox<SrqEntry>>>),
+    /// The regions and their slots' last key bytes.
+    Mr(KVVec<Option<MrEntry>>, KVVec<u8>),
+    Ah(KVVec<Option<AhEntry>>),
+    Pd(KVVec<Option<PdOwner>>),
+}
+
+impl Spare {
+    /// `len` free slots for `kind`'s table (`EINVAL` for a kind whose
+    /// table does not grow).
+    pub(crate) fn new(kind: Kind, len: usize) -> Result<Self> {
+        Ok(match kind {
+            Kind::Qp => Spare::Qp(table(len)?),
+            Kind::Cq => Spare::Cq(table(len)?),
+            Kind::Srq => Spare::Srq(table(len)?),
+            Kind::Mr => {
+                let mut gen = KVVec::with_capacity(len, GFP_KERNEL_ACCOUNT)?;
+                gen.resize(len, 0u8, GFP_KERNEL_ACCOUNT)?;
+                Spare::Mr(table(len)?, gen)
+            }
+            Kind::Ah => Spare::Ah(table(len)?),
+            Kind::Pd => Spare::Pd(table(len)?),
+            Kind::Mcast => return Err(EINVAL),
+        })
+    }
+}
+
 impl DevState {
     pub(crate) fn new() -> Result<Self> {
-        let mut mr_gen = KVVec::with_capacity(MAX_MR, GFP_KERNEL_ACCOUNT)?;
-        for _ in 0..MAX_MR {
-            mr_gen.push(0u8, GFP_KERNEL_ACCOUNT)?;
-        }
+        let mut mr_gen = KVVec::with_capacity(Kind::Mr.first_len(), GFP_KERNEL_ACCOUNT)?;
+        mr_gen.resize(Kind::Mr.first_len(), 0u8, GFP_KERNEL_ACCOUNT)?;
+        let pds = Kind::Pd.first_len();
         Ok(Self {
-            qps: table(MAX_QP)?,
+            qps: table(Kind::Qp.first_len())?,
             next_qp: 0,
-            cqs: table(MAX_CQ)?,
+            cqs: table(Kind::Cq.first_len())?,
             next_cq: 0,
-            mrs: table(MAX_MR)?,
+            mrs: table(Kind::Mr.first_len())?,
             mr_gen,
             next_mr: 0,
-            ahs: table(MAX_AH)?,
+            ahs: table(Kind::Ah.first_len())?,
             next_ah: 0,
-            srqs: table(MAX_SRQ)?,
+            srqs: table(Kind::Srq.first_len())?,
             next_srq: 0,
-            pds: table(MAX_PD as usize)?,
-            // SAFETY: reads a module parameter (a test's start position).
-            next_pd: crate::rdma::test_pd_start() as usize % MAX_PD as usize,
+            pds: table(pds)?,
+            next_pd: crate::rdma::test_pd_start() as usize % pds,
             accounts: crate::driver::quota::Accounts::new(),
             mcast: {
                 use crate::transport::mcast::{Group, Groups, MAX_GROUPS};
@@ -801,6 +857,50 @@ impl DevState {
                 v
             },
         })
+    }
+
+    /// The slots `kind`'s table has now.
+    fn table_len(&self, kind: Kind) -> usize {
+        match kind {
+            Kind::Qp => self.qps.len(),
+            Kind::Cq => self.cqs.len(),
+            Kind::Srq => self.srqs.len(),
+            Kind::Mr => self.mrs.len(),
+            Kind::Ah => self.ahs.len(),
+            Kind::Pd => self.pds.len(),
+            Kind::Mcast => Kind::Mcast.max_len(),
+        }
+    }
+
+    /// The length `kind`'s table doubles to (at most its largest), or
+    /// `None` at its largest.
+    pub(crate) fn grown_len(&self, kind: Kind) -> Option<usize> {
+        let n = self.table_len(kind);
+        (n < kind.max_len()).then(|| n.saturating_mul(2).clamp(1, kind.max_len()))
+    }
+
+    /// Moves `spare`'s table in (when it is longer than the one it
+    /// replaces) and leaves the old storage, all free, in `spare`; drop it
+    /// after the lock. Handles and keys are slot indices, which do not
+    /// change; cursors stay where they were.
+    pub(crate) fn grow(&mut self, spare: &mut Spare) -> bool {
+        match spare {
+            Spare::Qp(v) => move_into(&mut self.qps, v),
+            Spare::Cq(v) => move_into(&mut self.cqs, v),
+            Spare::Srq(v) => move_into(&mut self.srqs, v),
+            Spare::Ah(v) => move_into(&mut self.ahs, v),
+            Spare::Pd(v) => move_into(&mut self.pds, v),
+            Spare::Mr(v, gen) => {
+                if gen.len() != v.len() || !move_into(&mut self.mrs, v) {
+                    return false;
+                }
+                for (to, from) in gen.iter_mut().zip(self.mr_gen.iter()) {
+                    *to = *from;
+                }
+                core::mem::swap(&mut self.mr_gen, gen);
+                true
+            }
+        }
     }
 
     /// A free QPN (the GSI QP asks for QPN 1).

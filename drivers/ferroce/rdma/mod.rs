@@ -515,6 +515,12 @@ pub(crate) fn test_pd_start() -> u32 {
     unsafe { b::ferroce_test_pd_start() }
 }
 
+/// The `user_quota` module parameter (0: the default quotas).
+pub(crate) fn user_quota() -> u32 {
+    // SAFETY: reads a module parameter.
+    unsafe { b::ferroce_user_quota() }
+}
+
 /// EOPNOTSUPP, which the kernel crate does not name.
 pub(crate) fn eopnotsupp() -> Error {
     Error::from_errno(-95)

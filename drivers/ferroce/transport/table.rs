@@ -12,27 +12,21 @@
 /// Free slots of every table that a process's allocation never takes.
 pub const KERNEL_RESERVE: usize = 4;
 
-/// Whether a process may take one more slot of `t` (indices below `first`
-/// are never handed out): more than [`KERNEL_RESERVE`] slots are free. A
-/// scan that stops at the first `KERNEL_RESERVE + 1` free slots, paid for
-/// only by processes' allocations (system calls).
-pub fn user_room<T>(t: &[Option<T>], first: usize) -> bool {
-    t.iter().skip(first).filter(|s| s.is_none()).take(KERNEL_RESERVE + 1).count() > KERNEL_RESERVE
-}
-
 /// A free slot at or after the cursor `next` (cyclically over the indices
 /// `first..t.len()`), and the cursor moved past it. For a process (`user`),
-/// none unless more than [`KERNEL_RESERVE`] are free.
+/// none unless more than [`KERNEL_RESERVE`] are free. One pass from the
+/// cursor, which stops at the first free slot (a kernel consumer) or at the
+/// `KERNEL_RESERVE + 1`-th (a process): where the cursor is, slots are
+/// mostly free, so a table of many live objects costs no scan of them.
 pub fn alloc_slot<T>(t: &[Option<T>], next: &mut usize, first: usize, user: bool) -> Option<usize> {
     let span = t.len().checked_sub(first).filter(|&s| s > 0)?;
-    if user && !user_room(t, first) {
+    let start = next.checked_rem(span)?;
+    let mut free = (start..span).chain(0..start).filter_map(|i| i.checked_add(first)).filter(|&idx| matches!(t.get(idx), Some(None)));
+    let idx = free.next()?;
+    // A process needs KERNEL_RESERVE more free slots besides this one.
+    if user && free.take(KERNEL_RESERVE).count() < KERNEL_RESERVE {
         return None;
     }
-    let start = next.checked_rem(span)?;
-    let idx = (start..span)
-        .chain(0..start)
-        .filter_map(|i| i.checked_add(first))
-        .find(|&idx| matches!(t.get(idx), Some(None)))?;
     *next = idx.checked_sub(first)?.checked_add(1)?.checked_rem(span)?;
     Some(idx)
 }
@@ -81,7 +75,6 @@ mod tests {
             user += 1;
         }
         assert_eq!(user, 11 - KERNEL_RESERVE, "a process stops with the reserve free");
-        assert!(!user_room(&t, 1));
         for _ in 0..KERNEL_RESERVE {
             let i = alloc_slot(&t, &mut next, 1, false).expect("the kernel takes the reserve");
             t[i] = Some(2);
@@ -97,5 +90,20 @@ mod tests {
         assert_eq!(alloc_slot(&t, &mut next, 5, false), None);
         assert_eq!(alloc_slot(&t, &mut next, 1, false), Some(1), "a cursor out of range wraps");
         assert_eq!(alloc_slot::<u8>(&[], &mut next, 0, false), None);
+    }
+
+    #[test]
+    fn the_reserve_counts_free_slots_on_both_sides_of_the_cursor() {
+        // Free: 2 (behind the cursor) and 6, 7, 8, 9 (ahead of it).
+        let mut t: [Option<u8>; 10] = [Some(1); 10];
+        for i in [2, 6, 7, 8, 9] {
+            t[i] = None;
+        }
+        let mut next = 5;
+        assert_eq!(alloc_slot(&t, &mut next, 1, true), Some(6), "five free: a process takes the first after the cursor");
+        t[6] = Some(1);
+        assert_eq!(alloc_slot(&t, &mut next, 1, true), None, "four free: the reserve");
+        assert_eq!(next, 6, "a refusal leaves the cursor");
+        assert_eq!(alloc_slot(&t, &mut next, 1, false), Some(7));
     }
 }
