@@ -57,7 +57,7 @@ impl Notify {
     /// Takes QP `e`'s pending events (`events_due`) for delivery. Called
     /// with the device lock held; with no room they stay pending and `run`
     /// comes back for them.
-    fn add_qp(&mut self, e: &mut QpEntry) {
+    fn add_qp(&mut self, e: &mut QpEntry, due: &mut Option<u32>) {
         if e.events_due == 0 {
             return;
         }
@@ -70,7 +70,13 @@ impl Notify {
                 *slot = Some((e.core.clone(), core::mem::take(&mut e.events_due)));
                 self.nq += 1;
             }
-            None => self.overflowed = true,
+            None => {
+                if !e.due_listed {
+                    e.due_listed = true;
+                    e.due_next = due.replace(e.qp.qpn());
+                }
+                self.overflowed = true;
+            }
         }
     }
 
@@ -92,7 +98,7 @@ impl Notify {
 
     /// Records `cq` (armed: the caller disarmed it) for its handler. Called
     /// with the device lock held and the CQ in its table.
-    fn add(&mut self, cq: &mut CqEntry) {
+    fn add(&mut self, cq: &mut CqEntry, index: u32, due: &mut Option<u32>) {
         if self.cqs.iter().take(self.n).flatten().any(|c| Counted::same(c, &cq.cq)) {
             return;
         }
@@ -102,7 +108,10 @@ impl Notify {
                 self.n += 1;
             }
             None => {
-                cq.event_due = true;
+                if !cq.event_due {
+                    cq.event_due = true;
+                    cq.due_next = due.replace(index);
+                }
                 self.overflowed = true;
             }
         }
@@ -131,31 +140,38 @@ impl Notify {
 
     /// Runs the handlers. Call without the device lock: a kernel ULP's
     /// handler may poll the CQ right away. The CQs a full pass marked
-    /// `event_due` are collected under the lock, `NOTIFY_CQS` at a time (a
-    /// loop bounded by the number of CQs, each taken once).
+    /// `event_due` (and the QPs whose events it left) are taken from their
+    /// lists under the lock, `NOTIFY_CQS` (`NOTIFY_QPS`) at a time: each is
+    /// taken once, and no table is scanned.
     pub(crate) fn run(mut self, dev: &FerroceDevice) {
         self.fire(true);
         while core::mem::take(&mut self.overflowed) {
             {
-                let mut st = dev.state.lock();
-                for cq in st.cqs.iter_mut().filter_map(|c| c.as_deref_mut()) {
-                    if !cq.event_due {
-                        continue;
-                    }
-                    if self.n >= NOTIFY_CQS {
-                        self.overflowed = true;
+                let mut guard = dev.state.lock();
+                let DevState { cqs, qps, cq_due, qp_due, .. } = &mut *guard;
+                while self.n < NOTIFY_CQS {
+                    let Some(i) = *cq_due else { break };
+                    let Some(cq) = cqs.get_mut(i as usize).and_then(|c| c.as_deref_mut()) else {
+                        // Cannot happen (a CQ leaves the list at its
+                        // destroy): end the list rather than loop.
+                        *cq_due = None;
                         break;
-                    }
+                    };
+                    *cq_due = cq.due_next.take();
                     cq.event_due = false;
-                    self.add(cq);
+                    self.add(cq, i, cq_due);
                 }
-                for e in st.qps.iter_mut().filter_map(|e| e.as_deref_mut()).filter(|e| e.events_due != 0) {
-                    if self.nq >= NOTIFY_QPS {
-                        self.overflowed = true;
+                while self.nq < NOTIFY_QPS {
+                    let Some(q) = *qp_due else { break };
+                    let Some(e) = qps.get_mut(q as usize).and_then(|e| e.as_deref_mut()) else {
+                        *qp_due = None;
                         break;
-                    }
-                    self.add_qp(e);
+                    };
+                    *qp_due = e.due_next.take();
+                    e.due_listed = false;
+                    self.add_qp(e, qp_due);
                 }
+                self.overflowed = cq_due.is_some() || qp_due.is_some();
             }
             self.fire(true);
         }
@@ -174,7 +190,7 @@ impl Drop for Notify {
 /// Moves the finished completions of QP `qpn` into its CQs. A full CQ
 /// leaves the rest waiting in the QP (counted), to be moved by a later call.
 pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version: u8, notify: &mut Notify) {
-    let DevState { qps, cqs, ahs, .. } = st;
+    let DevState { qps, cqs, ahs, cq_due, qp_due, .. } = st;
     let Some(e) = qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else {
         return;
     };
@@ -228,13 +244,13 @@ pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version
             });
             if cq.armed.is_some_and(|solicited_only| !solicited_only || solicited) {
                 cq.armed = None;
-                notify.add(cq);
+                notify.add(cq, idx as u32, cq_due);
             }
         }
     }
     crate::driver::rings::release(e);
     raise_events(e);
-    notify.add_qp(e);
+    notify.add_qp(e, qp_due);
 }
 
 /// Notes the affiliated asynchronous events QP `e` has come to (in

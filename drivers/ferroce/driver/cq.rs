@@ -81,7 +81,14 @@ pub(super) fn create(
 /// sleep), is dropped after the lock.
 pub(super) fn destroy(cq: &Cq<'_, Ferroce>) -> Result {
     let dev = cq.device();
-    let taken = take_unused(dev.state.lock().cqs.get_mut(cq.data().index()), |c| c.users)?;
+    let taken = {
+        let mut st = dev.state.lock();
+        let index = cq.data().index();
+        if st.cqs.get(index).and_then(|c| c.as_deref()).is_some_and(|c| c.users == 0) {
+            st.unlink_cq_due(index as u32);
+        }
+        take_unused(st.cqs.get_mut(index), |c| c.users)?
+    };
     drop(taken);
     Ok(())
 }

@@ -172,6 +172,8 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
             mcast: KVec::new(),
             cq_waiting: [false; 2],
             cq_next: [None; 2],
+            due_listed: false,
+            due_next: None,
         },
     );
     for i in [scq, rcq] {
@@ -286,6 +288,7 @@ pub(super) fn destroy(qp: &Qp<'_, Ferroce>) -> Result {
     let entry = {
         let mut st = dev.state.lock();
         st.unlink_cq_waiters(qp.qpn());
+        st.unlink_qp_due(qp.qpn());
         let mut entry = st.qps.get_mut(qp.qpn() as usize).and_then(|s| s.take());
         if let Some(e) = &entry {
             for i in [e.send_cq, e.recv_cq] {

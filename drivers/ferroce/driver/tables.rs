@@ -121,6 +121,10 @@ pub(crate) struct QpEntry {
     /// of that list.
     pub(crate) cq_waiting: [bool; 2],
     pub(crate) cq_next: [Option<CqWaiter>; 2],
+    /// In the device's list of QPs whose `events_due` a full `Notify`
+    /// left (`DevState::qp_due`), and the next QP in it.
+    pub(crate) due_listed: bool,
+    pub(crate) due_next: Option<u32>,
 }
 
 /// A node of a CQ's list of QPs whose completions wait for room: the send
@@ -240,8 +244,11 @@ pub(crate) struct CqEntry {
     /// FERROCE_RING_CQ_WAITING as last written.
     waiting: bool,
     /// Armed when a completion came but a pass's `Notify` was full: the
-    /// pass runs the handler after its others (`Notify::run`).
+    /// pass runs the handler after its others (`Notify::run`). The CQ is
+    /// then in the device's list of CQs due (`DevState::cq_due`).
     pub(crate) event_due: bool,
+    /// The next CQ in that list.
+    pub(crate) due_next: Option<u32>,
     /// `IB_EVENT_CQ_ERR` went out (once per CQ).
     pub(crate) err_sent: bool,
     /// The first of the QP sides whose completions wait for room.
@@ -263,6 +270,7 @@ impl CqEntry {
                 uprod: 0,
                 waiting: false,
                 event_due: false,
+                due_next: None,
                 err_sent: false,
                 waiters: None,
             },
@@ -737,6 +745,12 @@ pub(crate) struct DevState {
     next_pd: usize,
     /// The users with a context open, and what each holds.
     pub(crate) accounts: crate::driver::quota::Accounts,
+    /// CQs whose completion event a full `Notify` pass left for
+    /// `Notify::run` (threaded through `CqEntry::due_next`), and QPs whose
+    /// asynchronous events it left (through `QpEntry::due_next`): run
+    /// takes them from here, never by a scan of the tables.
+    pub(crate) cq_due: Option<u32>,
+    pub(crate) qp_due: Option<u32>,
     /// The multicast groups and the UD QPs attached to each.
     pub(crate) mcast: crate::transport::mcast::Groups<KVVec<crate::transport::mcast::Group>>,
     /// Where `net::kick` builds an RC packet for a QP of this same device,
@@ -844,6 +858,8 @@ impl DevState {
             pds: table(pds)?,
             next_pd: crate::rdma::test_pd_start() as usize % pds,
             accounts: crate::driver::quota::Accounts::new(),
+            cq_due: None,
+            qp_due: None,
             mcast: {
                 use crate::transport::mcast::{Group, Groups, MAX_GROUPS};
                 let mut v = KVVec::with_capacity(MAX_GROUPS, GFP_KERNEL_ACCOUNT)?;
@@ -949,6 +965,56 @@ impl DevState {
                     *n = None;
                 }
             }
+        }
+    }
+
+    /// Takes CQ `index` out of the list of CQs due (its destroy): a walk
+    /// of the list, bounded by the CQ table.
+    pub(crate) fn unlink_cq_due(&mut self, index: u32) {
+        let Some(cq) = self.cqs.get_mut(index as usize).and_then(|c| c.as_deref_mut()) else { return };
+        if !cq.event_due {
+            return;
+        }
+        cq.event_due = false;
+        let next = cq.due_next.take();
+        if self.cq_due == Some(index) {
+            self.cq_due = next;
+            return;
+        }
+        let mut cur = self.cq_due;
+        for _ in 0..self.cqs.len() {
+            let Some(c) = cur else { break };
+            let Some(p) = self.cqs.get_mut(c as usize).and_then(|c| c.as_deref_mut()) else { break };
+            if p.due_next == Some(index) {
+                p.due_next = next;
+                break;
+            }
+            cur = p.due_next;
+        }
+    }
+
+    /// Takes QP `qpn` out of the list of QPs with events due (its
+    /// destroy): a walk of the list, bounded by the QP table.
+    pub(crate) fn unlink_qp_due(&mut self, qpn: u32) {
+        let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return };
+        if !e.due_listed {
+            return;
+        }
+        e.due_listed = false;
+        let next = e.due_next.take();
+        if self.qp_due == Some(qpn) {
+            self.qp_due = next;
+            return;
+        }
+        let mut cur = self.qp_due;
+        for _ in 0..self.qps.len() {
+            let Some(c) = cur else { break };
+            let Some(p) = self.qps.get_mut(c as usize).and_then(|e| e.as_deref_mut()) else { break };
+            if p.due_next == Some(qpn) {
+                p.due_next = next;
+                break;
+            }
+            cur = p.due_next;
         }
     }
 
