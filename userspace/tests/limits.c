@@ -11,7 +11,10 @@
  *    crash, never success past the maximum). Also: a CQ of max_cqe + 1
  *    entries, a QP with max_qp_wr + 1 work requests or max_sge + 1 SGEs,
  *    each refused with EINVAL or ENOMEM. Everything is freed again.
- *    (Skipped with --no-limits.)
+ *    Then work requests at max_sge SGEs and max_inline_data bytes:
+ *    a SEND gathered and scattered over max_sge pieces, an RDMA READ
+ *    scattered over max_sge, a SEND of max_inline_data inline bytes, one
+ *    more refused. (Skipped with --no-limits.)
  * 2. Connects --qps RC QPs (default 1000; pairs on the same device, through
  *    its own address) and has every QP send --msgs messages (default 4) of
  *    --msg bytes (default 4 KiB) with a pattern of its own to its peer at
@@ -162,7 +165,8 @@ static void limits(void)
 static void to_rts(struct ibv_qp *qp, uint32_t dest, uint32_t rq_psn, uint32_t sq_psn)
 {
 	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = IBV_ACCESS_LOCAL_WRITE,
+		.qp_state = IBV_QPS_INIT, .port_num = 1,
+		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ,
 	};
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		die("ibv_modify_qp to INIT");
@@ -191,6 +195,128 @@ static void to_rts(struct ibv_qp *qp, uint32_t dest, uint32_t rq_psn, uint32_t s
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 				       IBV_QP_MAX_QP_RD_ATOMIC))
 		die("ibv_modify_qp to RTS");
+}
+
+/* wait_one CQ: one completion, which must be SUCCESS */
+static int wait_one(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	for (long spin = 0; spin < 200000000L; spin++) {
+		int k = ibv_poll_cq(cq, 1, wc);
+		if (k < 0)
+			return 0;
+		if (k == 1)
+			return wc->status == IBV_WC_SUCCESS;
+	}
+	return 0;
+}
+
+/* 3. Work requests at the SGE and inline maximums (issue 20: rdma_rxe's 32
+ * and 512): a SEND gathered from max_sge pieces of different lengths into a
+ * receive scattered over max_sge other pieces, an RDMA READ scattered over
+ * max_sge pieces, and a SEND of max_inline_data inline bytes from an
+ * unregistered buffer; every byte where it belongs. */
+static void at_max_sge(void)
+{
+	int n = da.max_sge;
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	size_t len = 1 << 16;
+	uint8_t *b = aligned_alloc(4096, 4 * len);
+	if (!pd || !cq || !b || n < 1)
+		die("setup for max_sge");
+	memset(b, 0, 4 * len);
+	struct ibv_mr *mr = ibv_reg_mr(pd, b, 4 * len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	struct ibv_qp_init_attr ia = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = (uint32_t)n, .max_recv_sge = (uint32_t)n,
+			 .max_inline_data = 512 },
+	};
+	struct ibv_qp *q0 = mr ? ibv_create_qp(pd, &ia) : NULL;
+	uint32_t inl = ia.cap.max_inline_data;
+	struct ibv_qp *q1 = q0 ? ibv_create_qp(pd, &ia) : NULL;
+	result(q0 && q1 && inl >= 512, "RC QPs with max_sge %d SGEs and 512 inline bytes created (inline %u)", n, inl);
+	if (!q0 || !q1)
+		return;
+	to_rts(q0, q1->qp_num, 77, 99);
+	to_rts(q1, q0->qp_num, 99, 77);
+	/* piece i: 13 + 7 i bytes; the source at b, the receive at b + len
+	 * (in the reverse order, with gaps), the READ's target at b + 2 len */
+	struct ibv_sge src[64], dst[64], rd[64];
+	size_t total = 0, off_s = 0, off_d = 0, off_r = 0;
+	for (int i = 0; i < n && i < 64; i++) {
+		uint32_t l = 13 + 7 * (uint32_t)i;
+		src[i] = (struct ibv_sge){ (uintptr_t)(b + off_s), l, mr->lkey };
+		off_s += l + 5;
+		total += l;
+	}
+	for (size_t k = 0; k < off_s; k++)
+		b[k] = (uint8_t)(k * 29 + 3);
+	for (int i = 0; i < n && i < 64; i++) {
+		uint32_t l = 13 + 7 * (uint32_t)(n - 1 - i);
+		dst[i] = (struct ibv_sge){ (uintptr_t)(b + len + off_d), l, mr->lkey };
+		rd[i] = (struct ibv_sge){ (uintptr_t)(b + 2 * len + off_r), l, mr->lkey };
+		off_d += l + 3;
+		off_r += l + 9;
+	}
+	/* the bytes the gather list names, in order */
+	uint8_t *want = malloc(total);
+	size_t w = 0;
+	for (int i = 0; i < n; i++)
+		for (uint32_t k = 0; k < src[i].length; k++)
+			want[w++] = *(uint8_t *)(uintptr_t)(src[i].addr + k);
+	struct ibv_recv_wr rwr = { .wr_id = 1, .sg_list = dst, .num_sge = n }, *rbad;
+	struct ibv_send_wr swr = { .wr_id = 2, .sg_list = src, .num_sge = n, .opcode = IBV_WR_SEND,
+				   .send_flags = IBV_SEND_SIGNALED }, *sbad;
+	struct ibv_wc wc;
+	int ok = !ibv_post_recv(q1, &rwr, &rbad) && !ibv_post_send(q0, &swr, &sbad) && wait_one(cq, &wc) &&
+		 wait_one(cq, &wc);
+	size_t bad = 0;
+	w = 0;
+	for (int i = 0; i < n; i++)
+		for (uint32_t k = 0; k < dst[i].length; k++)
+			bad += *(uint8_t *)(uintptr_t)(dst[i].addr + k) != want[w++];
+	result(ok && !bad, "SEND of %zu bytes gathered from %d SGEs, received into %d SGEs: every byte in place (%zu wrong)",
+	       total, n, n, bad);
+	/* READ q1's receive pieces back (one contiguous remote range: the
+	 * first piece's start, as many bytes as the list) into n pieces */
+	struct ibv_send_wr rdwr = { .wr_id = 3, .sg_list = rd, .num_sge = n, .opcode = IBV_WR_RDMA_READ,
+				    .send_flags = IBV_SEND_SIGNALED,
+				    .wr.rdma = { .remote_addr = (uintptr_t)b, .rkey = mr->rkey } }, *rdbad;
+	ok = !ibv_post_send(q0, &rdwr, &rdbad) && wait_one(cq, &wc);
+	bad = 0;
+	w = 0;
+	for (int i = 0; i < n; i++)
+		for (uint32_t k = 0; k < rd[i].length; k++, w++)
+			bad += *(uint8_t *)(uintptr_t)(rd[i].addr + k) != b[w];
+	result(ok && !bad, "RDMA READ of %zu bytes scattered over %d SGEs: every byte in place (%zu wrong)", total, n,
+	       bad);
+	/* max_inline_data bytes inline, from a stack buffer changed right
+	 * after the post */
+	uint8_t stack[2048];
+	uint32_t ni = inl < sizeof(stack) ? inl : sizeof(stack);
+	for (uint32_t k = 0; k < ni; k++)
+		stack[k] = (uint8_t)(k * 13 + 1);
+	struct ibv_sge one = { (uintptr_t)(b + 3 * len), 4096, mr->lkey }, isge = { (uintptr_t)stack, ni, 0 };
+	struct ibv_recv_wr r2 = { .wr_id = 4, .sg_list = &one, .num_sge = 1 };
+	struct ibv_send_wr s2 = { .wr_id = 5, .sg_list = &isge, .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE };
+	ok = !ibv_post_recv(q1, &r2, &rbad) && !ibv_post_send(q0, &s2, &sbad);
+	memset(stack, 0xee, sizeof(stack));
+	ok = ok && wait_one(cq, &wc) && wait_one(cq, &wc);
+	bad = 0;
+	for (uint32_t k = 0; k < ni; k++)
+		bad += b[3 * len + k] != (uint8_t)(k * 13 + 1);
+	result(ok && !bad && ni >= 512, "RC SEND of %u inline bytes: every byte in place (%zu wrong)", ni, bad);
+	isge.length = inl + 1;
+	result(ibv_post_send(q0, &s2, &sbad) == EINVAL, "RC SEND of max_inline_data + 1 (%u) inline bytes refused with EINVAL",
+	       inl + 1);
+	free(want);
+	ibv_destroy_qp(q0);
+	ibv_destroy_qp(q1);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	free(b);
 }
 
 static uint8_t pattern(int qp, int msg, int i) { return (uint8_t)(qp * 131 + msg * 17 + i * 7 + (i >> 8)); }
@@ -327,8 +453,10 @@ int main(int argc, char **argv)
 		die("ibv_query_device/port/gid");
 	printf("max_pd %d max_cq %d max_cqe %d max_mr %d max_ah %d max_qp %d max_qp_wr %d max_sge %d\n", da.max_pd,
 	       da.max_cq, da.max_cqe, da.max_mr, da.max_ah, da.max_qp, da.max_qp_wr, da.max_sge);
-	if (!skip_limits)
+	if (!skip_limits) {
 		limits();
+		at_max_sge();
+	}
 	many(nqp);
 	ibv_close_device(ctx);
 	ibv_free_device_list(list);

@@ -220,7 +220,7 @@ int main(int argc, char **argv)
 		};
 		struct ibv_qp *iq = ibv_create_qp(pd, &ia);
 		unsigned int cap = ia.cap.max_inline_data, sz, good = 0;
-		char stackbuf[512];
+		char stackbuf[1024];
 
 		CHECK("QP with max_inline_data 64 created, cap reported", iq && cap >= 64, "qp %p cap %u",
 		      (void *)iq, cap);
@@ -235,7 +235,7 @@ int main(int argc, char **argv)
 
 				for (unsigned int k = 0; k < sz; k++)
 					stackbuf[k] = (char)(sz * 7 + k);
-				memset(buf + 16384, 0, 256);
+				memset(buf + 16384, 0, 40 + sz + 16);
 				post_recv(&b, 2000 + sz, 16384, 2048);
 				if (ibv_post_send(iq, &wr, &bad))
 					break;

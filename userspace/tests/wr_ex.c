@@ -515,7 +515,7 @@ static void rc_discards(struct rc *r, uint32_t max_send_wr)
 {
 	uint32_t lkey = mr->lkey;
 	struct ibv_sge seven[7];
-	uint8_t big[65];
+	uint8_t big[513];
 	int ret;
 
 	for (int i = 0; i < 7; i++)
@@ -533,9 +533,9 @@ static void rc_discards(struct rc *r, uint32_t max_send_wr)
 
 	start(r, 31, IBV_SEND_SIGNALED);
 	ibv_wr_send(r->ax);
-	ibv_wr_set_inline_data(r->ax, big, 65);
+	ibv_wr_set_inline_data(r->ax, big, 513);
 	ret = ibv_wr_complete(r->ax);
-	CHECK("RC inline data longer than 64 bytes: wr_complete is EINVAL", ret == EINVAL, "%d", ret);
+	CHECK("RC inline data longer than 512 bytes: wr_complete is EINVAL", ret == EINVAL, "%d", ret);
 
 	start(r, 32, IBV_SEND_SIGNALED);
 	ibv_wr_send(r->ax);
@@ -559,7 +559,7 @@ static void rc_discards(struct rc *r, uint32_t max_send_wr)
 	ibv_wr_send(r->ax);
 	ibv_wr_set_sge(r->ax, lkey, (uintptr_t)buf + A_SRC, 8);
 	ibv_wr_send(r->ax);
-	ibv_wr_set_inline_data(r->ax, big, 65);
+	ibv_wr_set_inline_data(r->ax, big, 513);
 	ret = ibv_wr_complete(r->ax);
 	CHECK("RC a good request then a bad one: wr_complete is EINVAL", ret == EINVAL, "%d", ret);
 

@@ -19,7 +19,7 @@ use crate::driver::ring::QpRings;
 use crate::driver::tables::{grow, Returned, QpEntry, Slots, GSI_QPN, MAX_FAST_PAGE_SIZE, MAX_QP_WR, SRQ_QP_SLOTS};
 use crate::transport::engine::{Qp as EngineQp, QpConfig, RecvSlot, SendSlot};
 use crate::transport::qp::{mask, Mtu, QpState, QpType};
-use crate::transport::verbs::{FastReg, RecvWqe, SendWqe, WrOpcode, MAX_INLINE, MAX_SGE};
+use crate::transport::verbs::{FastReg, Payload, RecvWqe, SendWqe, WrOpcode, MAX_INLINE, MAX_SGE};
 use kernel::prelude::*;
 
 /// A QP's data. Its state is its table entry, named by the QPN.
@@ -334,8 +334,7 @@ fn fast_reg(w: &SendWr<'_, Ferroce>) -> Result<FastReg> {
 fn send_wqe(w: &SendWr<'_, Ferroce>, e: &QpEntry, inline: Option<(&[u8; MAX_INLINE], u16)>) -> Result<SendWqe> {
     let mut wqe = w.wqe(e.max_send_sge)?;
     if let Some((data, len)) = inline {
-        wqe.inline = *data;
-        wqe.inline_len = len;
+        wqe.data = Payload::Inline { bytes: *data, len };
     }
     if wqe.opcode == WrOpcode::RegMr {
         wqe.reg = fast_reg(w)?;
@@ -370,18 +369,33 @@ pub(super) fn post_send(qp: &Qp<'_, Ferroce>, wrs: &mut SendWrs<'_, Ferroce>) ->
         }
         dev.count(Counter::RingDoorbell);
     }
-    let r = wrs.each(|w| {
-        // Inline data is copied before the lock (a process's copy may
-        // fault and sleep).
-        let mut data = [0u8; MAX_INLINE];
-        let inline = if w.is_inline() { Some(w.gather_inline(user, &mut data)?) } else { None };
-        let mut st = dev.state.lock();
-        let e = st.qp(qpn).ok_or(EINVAL)?;
-        let wqe = send_wqe(w, e, inline.map(|n| (&data, n)))?;
-        e.qp.post_send(&wqe).map_err(|x| Error::from_errno(x.errno()))
-    });
+    let r = wrs.each(|w| post_one(dev, qpn, user, w));
     sched::kick(dev, qpn, sched::KICK_BUDGET_TASK);
     r
+}
+
+/// Posts one kernel consumer's send request. Not inlined: its request
+/// (up to 512 inline bytes and 32 SGEs) is off the stack before `kick`
+/// sends, whose call chain is deep.
+#[inline(never)]
+fn post_one(dev: &FerroceDevice, qpn: u32, user: bool, w: &SendWr<'_, Ferroce>) -> Result {
+    // Inline data is copied before the lock (a process's copy may fault
+    // and sleep).
+    let mut data = [0u8; MAX_INLINE];
+    let inline = if w.is_inline() { Some(w.gather_inline(user, &mut data)?) } else { None };
+    let mut st = dev.state.lock();
+    let e = st.qp(qpn).ok_or(EINVAL)?;
+    let wqe = send_wqe(w, e, inline.map(|n| (&data, n)))?;
+    e.qp.post_send(&wqe).map_err(|x| Error::from_errno(x.errno()))
+}
+
+/// Posts one kernel consumer's receive request (not inlined: its 32 SGEs
+/// are off the stack before `drain`).
+#[inline(never)]
+fn post_recv_one(e: &mut QpEntry, w: &crate::rdma::wr::RecvWr<'_>) -> Result {
+    let (sg_list, num_sge) = w.sges(e.max_recv_sge)?;
+    let wqe = RecvWqe { wr_id: w.wr_id(), sg_list, num_sge };
+    e.qp.post_recv(&wqe).map_err(|x| Error::from_errno(x.errno()))
 }
 
 pub(super) fn post_recv(qp: &Qp<'_, Ferroce>, wrs: &mut RecvWrs<'_>) -> Result {
@@ -403,11 +417,7 @@ pub(super) fn post_recv(qp: &Qp<'_, Ferroce>, wrs: &mut RecvWrs<'_>) -> Result {
                     Err(EINVAL)
                 }
             }
-            Some(e) => wrs.each(|w| {
-                let (sg_list, num_sge) = w.sges(e.max_recv_sge)?;
-                let wqe = RecvWqe { wr_id: w.wr_id(), sg_list, num_sge };
-                e.qp.post_recv(&wqe).map_err(|x| Error::from_errno(x.errno()))
-            }),
+            Some(e) => wrs.each(|w| post_recv_one(e, w)),
         };
         // Posting to a QP in ERR flushes at once.
         complete::drain(dev, &mut st, qpn, 0, &mut notify);

@@ -56,20 +56,7 @@ pub(crate) fn pull_sq(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntr
         return 0;
     };
     for _ in 0..new {
-        let Some(r) = e.rings.as_ref() else { return 0 };
-        let slot: RingSqWqe = r.sq.read(r.sq_taken);
-        let mut len = 0;
-        let ok = match send_wqe(&slot, e, r, ahs) {
-            Some(w) => {
-                len = w.length().unwrap_or(u32::MAX);
-                e.qp.post_send(&w).is_ok()
-            }
-            None => false,
-        };
-        if !ok {
-            dev.count(Counter::RingBadWqe);
-            let _ = e.qp.fail_send(slot.wr_id, WcStatus::LocQpOpErr);
-        }
+        let len = take_sq_slot(dev, e, ahs);
         if let Some(r) = e.rings.as_mut() {
             r.sq_taken = r.sq_taken.wrapping_add(1);
             r.linger.took(len);
@@ -86,6 +73,45 @@ pub(crate) fn pull_sq(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntr
     new
 }
 
+/// Takes the SQ ring's next slot (`sq_taken`) into the engine, or fails it
+/// (a malformed one); its length. Not inlined: the slot's copies (up to
+/// 32 SGEs or 512 inline bytes) are off the stack when the caller goes on,
+/// deep in the datapath's call chain.
+#[inline(never)]
+fn take_sq_slot(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntry>]) -> u32 {
+    let Some(r) = e.rings.as_ref() else { return 0 };
+    let slot: RingSqWqe = r.sq.read(r.sq_taken);
+    let mut len = 0;
+    let ok = match send_wqe(&slot, e, r, ahs) {
+        Some(w) => {
+            len = w.length().unwrap_or(u32::MAX);
+            e.qp.post_send(&w).is_ok()
+        }
+        None => false,
+    };
+    if !ok {
+        dev.count(Counter::RingBadWqe);
+        let _ = e.qp.fail_send(slot.wr_id, WcStatus::LocQpOpErr);
+    }
+    len
+}
+
+/// Takes the RQ ring's slot `index` into the engine, or fails it (not
+/// inlined, as `take_sq_slot`).
+#[inline(never)]
+fn take_rq_slot(dev: &FerroceDevice, e: &mut QpEntry, index: u32) {
+    let Some(rq) = e.rings.as_ref().and_then(|r| r.rq.as_ref()) else { return };
+    let slot: RingRqWqe = rq.read(index);
+    let ok = match recv_wqe(&rq_slot(&slot), e.max_recv_sge) {
+        Some(w) => e.qp.post_recv(&w).is_ok(),
+        None => false,
+    };
+    if !ok {
+        dev.count(Counter::RingBadWqe);
+        let _ = e.qp.fail_recv(slot.wr_id, WcStatus::LocQpOpErr);
+    }
+}
+
 /// Takes the RQ ring's new work requests into the engine.
 pub(crate) fn pull_rq(dev: &FerroceDevice, e: &mut QpEntry) {
     let Some(rq) = e.rings.as_ref().and_then(|r| r.rq.as_ref()) else { return };
@@ -98,16 +124,7 @@ pub(crate) fn pull_rq(dev: &FerroceDevice, e: &mut QpEntry) {
         return;
     };
     for i in 0..new {
-        let Some(rq) = e.rings.as_ref().and_then(|r| r.rq.as_ref()) else { return };
-        let slot: RingRqWqe = rq.read(taken.wrapping_add(i));
-        let ok = match recv_wqe(&rq_slot(&slot), e.max_recv_sge) {
-            Some(w) => e.qp.post_recv(&w).is_ok(),
-            None => false,
-        };
-        if !ok {
-            dev.count(Counter::RingBadWqe);
-            let _ = e.qp.fail_recv(slot.wr_id, WcStatus::LocQpOpErr);
-        }
+        take_rq_slot(dev, e, taken.wrapping_add(i));
     }
     if let Some(r) = e.rings.as_mut() {
         r.rq_taken = r.rq_taken.wrapping_add(new);

@@ -167,19 +167,8 @@ pub(super) fn rx_locked(
         // find one there, and the question parses the headers again)
         if e.qp.recv_queue_len() == 0 && e.qp.takes_srq_wqe(transport) {
             if let Some(srq) = st.srqs.get_mut(si).and_then(|x| x.as_deref_mut()) {
-                if let Some((w, fire)) = srq.take() {
-                    match w {
-                        Ok(w) => {
-                            let _ = e.qp.post_recv(&w);
-                        }
-                        Err(wr_id) => {
-                            dev.count(Counter::RingBadWqe);
-                            let _ = e.qp.fail_recv(wr_id, crate::transport::verbs::WcStatus::LocQpOpErr);
-                        }
-                    }
-                    if fire {
-                        after.srq_event = Some(srq.srq.clone());
-                    }
+                if let Some(ev) = srq_to_qp(dev, srq, e) {
+                    after.srq_event = Some(ev);
                 }
             }
         }
@@ -223,4 +212,23 @@ fn from_path(path: Option<&Av>, ip: &[u8], ipv6: bool) -> bool {
     let (Some(av), Ok(h)) = (path, IpHeader::new_checked(ip)) else { return false };
     let n = if ipv6 { 16 } else { 4 };
     av.ipv6 == ipv6 && h.is_ipv6() == ipv6 && av.dip.get(..n) == Some(h.src_addr()) && av.sip.get(..n) == Some(h.dst_addr())
+}
+
+/// Moves the SRQ's oldest WQE into QP `e` (or fails a malformed one of a
+/// process's ring); the SRQ to raise the limit event for, if taking it
+/// crossed the armed limit. Not inlined: the WQE (up to 32 SGEs) is off
+/// the stack before the packet goes on through the engine and `drain`.
+#[inline(never)]
+fn srq_to_qp(dev: &FerroceDevice, srq: &mut crate::driver::tables::SrqEntry, e: &mut crate::driver::tables::QpEntry) -> Option<SrqRef> {
+    let (w, fire) = srq.take()?;
+    match w {
+        Ok(w) => {
+            let _ = e.qp.post_recv(&w);
+        }
+        Err(wr_id) => {
+            dev.count(Counter::RingBadWqe);
+            let _ = e.qp.fail_recv(wr_id, crate::transport::verbs::WcStatus::LocQpOpErr);
+        }
+    }
+    fire.then(|| srq.srq.clone())
 }

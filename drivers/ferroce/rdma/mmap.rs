@@ -8,7 +8,7 @@ use super::bindings as b;
 use super::udata::Udata;
 use super::vtable::Driver;
 use crate::transport::shared_ring::{RqSlot, SqSlot};
-use crate::transport::verbs::{Cqe, Sge};
+use crate::transport::verbs::{send_flags, Cqe, Payload, Sge};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
@@ -43,7 +43,17 @@ pub(crate) fn sq_slot(w: &RingSqWqe) -> SqSlot {
     // SAFETY: a union of plain bytes and integers in our own copy of the
     // slot; any bytes are a value of either member.
     let (sge, inline) = unsafe { (&w.__bindgen_anon_1.sge, &w.__bindgen_anon_1.inline_data) };
-    let mut s = SqSlot {
+    // The union read as the flags say (send_wqe checks the counts).
+    let data = if w.send_flags & send_flags::INLINE != 0 {
+        Payload::Inline { bytes: *inline, len: 0 }
+    } else {
+        let mut list = [Sge::default(); MAX_SGE_RING];
+        for (o, i) in list.iter_mut().zip(sge.iter()) {
+            *o = Sge { addr: i.addr, length: i.length, lkey: i.lkey };
+        }
+        Payload::Gather { list, n: 0 }
+    };
+    SqSlot {
         wr_id: w.wr_id,
         opcode: w.opcode,
         send_flags: w.send_flags,
@@ -59,13 +69,8 @@ pub(crate) fn sq_slot(w: &RingSqWqe) -> SqSlot {
         remote_qkey: w.remote_qkey,
         bind_lkey: w.bind_lkey,
         bind_access: w.bind_access,
-        inline: *inline,
-        ..SqSlot::default()
-    };
-    for (o, i) in s.sge.iter_mut().zip(sge.iter()) {
-        *o = Sge { addr: i.addr, length: i.length, lkey: i.lkey };
+        data,
     }
-    s
 }
 
 /// A copy of a receive slot (RQ or SRQ), for `shared_ring::recv_wqe`.

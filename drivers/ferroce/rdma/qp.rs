@@ -11,7 +11,7 @@ use super::vtable::Driver;
 use super::wr::{sge_list, AhAttr, QpToken};
 use super::Device;
 use crate::transport::qp::{mask, Mtu, QpAttr, QpState};
-use crate::transport::verbs::{send_flags, SendWqe, Sge, WrOpcode, MAX_INLINE, MAX_SGE};
+use crate::transport::verbs::{send_flags, Payload, SendWqe, Sge, WrOpcode, MAX_INLINE, MAX_SGE};
 use core::ffi::c_int;
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -495,8 +495,7 @@ impl<'a, T: Driver> SendWr<'a, T> {
             wr_id: unsafe { w.__bindgen_anon_1.wr_id },
             opcode,
             send_flags: flags & (send_flags::FENCE | send_flags::SIGNALED | send_flags::SOLICITED | send_flags::INLINE),
-            sg_list,
-            num_sge,
+            data: Payload::Gather { list: sg_list, n: num_sge },
             ..SendWqe::default()
         };
         wqe.imm_data = match opcode {

@@ -22,7 +22,7 @@ use super::rc::completer::CompState;
 use super::rc::requester::ReqState;
 use super::rc::responder::RespState;
 use super::ring::{Ring, Storage};
-use super::verbs::{send_flags, AsyncError, Cqe, RecvWqe, SendWqe, WcOpcode, WcStatus, WrOpcode, GRH_LEN, MAX_INLINE, MAX_SGE};
+use super::verbs::{send_flags, AsyncError, Cqe, RecvWqe, SendWqe, WcOpcode, WcStatus, WrOpcode, GRH_LEN, MAX_SGE};
 use super::wire::Psn;
 
 /// A send queue slot: the work request and its progress.
@@ -401,8 +401,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// and SQE the request is accepted and flushed.
     pub fn post_send(&mut self, wqe: &SendWqe) -> Result<(), Error> {
         if !self.state.accepts_send_wr()
-            || usize::from(wqe.num_sge) > MAX_SGE
-            || usize::from(wqe.inline_len) > MAX_INLINE
+            || !wqe.payload_ok()
             || (wqe.is_inline() && (wqe.opcode.is_atomic() || wqe.opcode.is_local() || wqe.opcode == WrOpcode::RdmaRead))
             || wqe.length().is_none()
         {
@@ -492,18 +491,22 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// requests are retired silently.
     pub fn poll_send_cq(&mut self) -> Option<Cqe> {
         loop {
-            let s = *self.sq.get(0)?;
-            let status = s.status?;
+            // The fields only: a slot is large (its gather list or inline
+            // bytes).
+            let (status, wr_id, opcode, flags, vendor_err, len) = {
+                let s = self.sq.get(0)?;
+                (s.status?, s.wqe.wr_id, s.wqe.opcode, s.wqe.send_flags, s.vendor_err, s.len)
+            };
             self.sq.pop();
             self.sq_head = self.sq_head.saturating_add(1);
-            let signaled = self.sq_sig_all || s.wqe.send_flags & send_flags::SIGNALED != 0;
+            let signaled = self.sq_sig_all || flags & send_flags::SIGNALED != 0;
             if status != WcStatus::Success || signaled {
                 return Some(Cqe {
-                    wr_id: s.wqe.wr_id,
+                    wr_id,
                     status,
-                    opcode: s.wqe.opcode.wc_opcode(),
-                    vendor_err: s.vendor_err,
-                    byte_len: if status == WcStatus::Success { s.len } else { 0 },
+                    opcode: opcode.wc_opcode(),
+                    vendor_err,
+                    byte_len: if status == WcStatus::Success { len } else { 0 },
                     qp_num: self.qpn,
                     ..Cqe::default()
                 });

@@ -14,7 +14,7 @@
 //! glue copies the process's slot once into an [`SqSlot`] or [`RqSlot`]
 //! and gives the engine only what these functions accept.
 
-use super::verbs::{send_flags, MwBind, RecvWqe, SendWqe, Sge, WrOpcode, MAX_INLINE, MAX_SGE};
+use super::verbs::{send_flags, MwBind, Payload, RecvWqe, SendWqe, Sge, WrOpcode, MAX_INLINE, MAX_SGE};
 
 /// Requests a process's producer index `prod` claims beyond the `taken`
 /// the kernel has consumed, or None when the claim is impossible: with the
@@ -56,7 +56,7 @@ pub fn has_room(prod: u32, cons: u32, entries: u32) -> bool {
 
 /// A copy of one SQ slot (the ABI's `ferroce_sq_wqe`), field by field, as
 /// the process wrote it: nothing in it is trusted.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub struct SqSlot {
     pub wr_id: u64,
     pub opcode: u32,
@@ -79,32 +79,10 @@ pub struct SqSlot {
     /// the range in `remote_addr` and `compare_add`).
     pub bind_lkey: u32,
     pub bind_access: u32,
-    pub sge: [Sge; MAX_SGE],
-    pub inline: [u8; MAX_INLINE],
-}
-
-impl Default for SqSlot {
-    fn default() -> Self {
-        Self {
-            wr_id: 0,
-            opcode: 0,
-            send_flags: 0,
-            num_sge: 0,
-            inline_len: 0,
-            imm_data: 0,
-            remote_addr: 0,
-            rkey: 0,
-            compare_add: 0,
-            swap: 0,
-            ah: 0,
-            remote_qpn: 0,
-            remote_qkey: 0,
-            bind_lkey: 0,
-            bind_access: 0,
-            sge: [Sge::default(); MAX_SGE],
-            inline: [0; MAX_INLINE],
-        }
-    }
+    /// The ring's union, read as what `send_flags` says: inline bytes or a
+    /// gather list (its count here is not yet checked: `num_sge` and
+    /// `inline_len` are what the process wrote).
+    pub data: Payload,
 }
 
 /// A copy of one RQ or SRQ slot (the ABI's `ferroce_rq_wqe`).
@@ -155,17 +133,17 @@ pub fn send_wqe(w: &SqSlot, max_sge: u32, ud: Option<UdSend>) -> Option<SendWqe>
         swap: w.swap,
         ..SendWqe::default()
     };
-    if flags & send_flags::INLINE != 0 {
-        let n = usize::try_from(w.inline_len).ok().filter(|&n| n <= MAX_INLINE)?;
-        wqe.inline.get_mut(..n)?.copy_from_slice(w.inline.get(..n)?);
-        wqe.inline_len = u16::try_from(n).ok()?;
-    } else {
-        let n = usize::try_from(w.num_sge).ok().filter(|&n| n <= MAX_SGE && n <= max_sge as usize)?;
-        for (o, s) in wqe.sg_list.iter_mut().zip(w.sge.iter()).take(n) {
-            *o = *s;
+    wqe.data = match (&w.data, flags & send_flags::INLINE != 0) {
+        (Payload::Inline { bytes, .. }, true) => {
+            let n = usize::try_from(w.inline_len).ok().filter(|&n| n <= MAX_INLINE)?;
+            Payload::Inline { bytes: *bytes, len: u16::try_from(n).ok()? }
         }
-        wqe.num_sge = u8::try_from(n).ok()?;
-    }
+        (Payload::Gather { list, .. }, false) => {
+            let n = usize::try_from(w.num_sge).ok().filter(|&n| n <= MAX_SGE && n <= max_sge as usize)?;
+            Payload::Gather { list: *list, n: u8::try_from(n).ok()? }
+        }
+        _ => return None,
+    };
     wqe.imm_data = match opcode {
         WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm => u32::from_be(w.imm_data),
         // The R_Key to invalidate; FLUSH: the FETH bits.
@@ -262,9 +240,11 @@ mod tests {
     }
 
     fn send(opcode: WrOpcode) -> SqSlot {
-        let mut w = SqSlot { wr_id: 42, opcode: opcode as u32, num_sge: 1, ..SqSlot::default() };
-        w.sge[0] = sge(100);
-        w
+        SqSlot { wr_id: 42, opcode: opcode as u32, num_sge: 1, data: gather(&[sge(100)]), ..SqSlot::default() }
+    }
+
+    fn gather(list: &[Sge]) -> Payload {
+        Payload::gather(list).expect("at most MAX_SGE")
     }
 
     const UD: UdSend = UdSend { pd: 3, ah_pd: Some(3), max_msg: 1024 };
@@ -275,7 +255,7 @@ mod tests {
         w.imm_data = 0x1234_5678u32.to_be();
         w.send_flags = send_flags::SIGNALED | send_flags::SOLICITED;
         let q = send_wqe(&w, 2, None).expect("accepted");
-        assert_eq!((q.wr_id, q.opcode, q.num_sge, q.imm_data), (42, WrOpcode::SendWithImm, 1, 0x1234_5678));
+        assert_eq!((q.wr_id, q.opcode, q.sges().len(), q.imm_data), (42, WrOpcode::SendWithImm, 1, 0x1234_5678));
         assert_eq!(q.sges()[0].length, 100);
         let mut inv = send(WrOpcode::SendWithInv);
         inv.imm_data = 0xabcd;
@@ -321,10 +301,16 @@ mod tests {
         assert!(send_wqe(&w, u32::MAX, None).is_none(), "more SGEs than a slot holds");
         let mut w = send(WrOpcode::Send);
         w.send_flags = send_flags::INLINE;
+        assert!(send_wqe(&w, 2, None).is_none(), "the inline flag over a gather list");
+        w.data = Payload::inline(&[0x5a; MAX_INLINE]).expect("fits");
         w.inline_len = MAX_INLINE as u32 + 1;
         assert!(send_wqe(&w, 2, None).is_none(), "more inline bytes than a slot holds");
         w.inline_len = MAX_INLINE as u32;
-        assert_eq!(send_wqe(&w, 2, None).map(|q| q.inline_len), Some(MAX_INLINE as u16));
+        let q = send_wqe(&w, 2, None).expect("a full slot of inline bytes");
+        assert_eq!((q.inline_data().len(), q.length()), (MAX_INLINE, Some(MAX_INLINE as u32)));
+        assert!(q.inline_data().iter().all(|&b| b == 0x5a));
+        w.send_flags = 0;
+        assert!(send_wqe(&w, 2, None).is_none(), "inline bytes without the inline flag");
     }
 
     #[test]
@@ -336,7 +322,7 @@ mod tests {
         let none = UdSend { ah_pd: None, ..UD };
         assert!(send_wqe(&send(WrOpcode::Send), 2, Some(none)).is_none(), "no such AH");
         let mut long = send(WrOpcode::Send);
-        long.sge[0] = sge(1025);
+        long.data = gather(&[sge(1025)]);
         assert!(send_wqe(&long, 2, Some(UD)).is_none(), "longer than the path MTU");
         let mut w = send(WrOpcode::Send);
         w.remote_qpn = 0xff00_0012;

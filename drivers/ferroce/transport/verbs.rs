@@ -6,10 +6,10 @@
 //! the provider pass them through without translation tables.
 
 /// Scatter/gather entries per work request (`max_send_sge`/`max_recv_sge`).
-pub const MAX_SGE: usize = 6;
+pub const MAX_SGE: usize = 32;
 
 /// Bytes of inline data a send work request can carry (`max_inline_data`).
-pub const MAX_INLINE: usize = 64;
+pub const MAX_INLINE: usize = 512;
 
 /// Bytes of Global Route Header space verbs reserves at the start of the
 /// first receive buffer of a UD QP.
@@ -292,6 +292,48 @@ pub struct MwBind {
     pub length: u64,
 }
 
+/// What a send work request carries: a gather list or inline bytes, in one
+/// storage (as the ring's union), so that a request of 32 SGEs or 512
+/// inline bytes costs 512 bytes, not both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Payload {
+    /// A gather list: the first `n` entries are used.
+    Gather { list: [Sge; MAX_SGE], n: u8 },
+    /// Inline bytes ([`send_flags::INLINE`]): the first `len` are used.
+    Inline { bytes: [u8; MAX_INLINE], len: u16 },
+}
+
+impl Default for Payload {
+    fn default() -> Self {
+        Payload::Gather { list: [Sge::default(); MAX_SGE], n: 0 }
+    }
+}
+
+impl Payload {
+    /// A gather list of `list`, or None when it has more than [`MAX_SGE`]
+    /// entries.
+    pub fn gather(list: &[Sge]) -> Option<Self> {
+        let mut all = [Sge::default(); MAX_SGE];
+        all.get_mut(..list.len())?.copy_from_slice(list);
+        Some(Payload::Gather { list: all, n: u8::try_from(list.len()).ok()? })
+    }
+
+    /// Inline bytes, or None when there are more than [`MAX_INLINE`].
+    pub fn inline(data: &[u8]) -> Option<Self> {
+        let mut bytes = [0u8; MAX_INLINE];
+        bytes.get_mut(..data.len())?.copy_from_slice(data);
+        Some(Payload::Inline { bytes, len: u16::try_from(data.len()).ok()? })
+    }
+
+    /// Whether the counts are within the maximums.
+    pub fn in_bounds(&self) -> bool {
+        match self {
+            Payload::Gather { n, .. } => usize::from(*n) <= MAX_SGE,
+            Payload::Inline { len, .. } => usize::from(*len) <= MAX_INLINE,
+        }
+    }
+}
+
 /// A send work request (`struct ibv_send_wr` minus the chaining pointer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SendWqe {
@@ -301,14 +343,9 @@ pub struct SendWqe {
     pub opcode: WrOpcode,
     /// [`send_flags`] bits.
     pub send_flags: u32,
-    /// Gather list (the first `num_sge` entries are used).
-    pub sg_list: [Sge; MAX_SGE],
-    /// Entries used in `sg_list`.
-    pub num_sge: u8,
-    /// Inline payload when [`send_flags::INLINE`] is set.
-    pub inline: [u8; MAX_INLINE],
-    /// Bytes used in `inline`.
-    pub inline_len: u16,
+    /// The gather list, or the inline bytes when [`send_flags::INLINE`]
+    /// is set.
+    pub data: Payload,
     /// Immediate data (host order) or, for SEND with invalidate, the R_Key
     /// to invalidate.
     pub imm_data: u32,
@@ -340,10 +377,7 @@ impl Default for SendWqe {
             wr_id: 0,
             opcode: WrOpcode::Send,
             send_flags: 0,
-            sg_list: [Sge::default(); MAX_SGE],
-            num_sge: 0,
-            inline: [0; MAX_INLINE],
-            inline_len: 0,
+            data: Payload::default(),
             imm_data: 0,
             remote_addr: 0,
             rkey: 0,
@@ -359,18 +393,43 @@ impl Default for SendWqe {
 }
 
 impl SendWqe {
-    /// The gather entries in use.
+    /// The gather entries in use (none for inline data).
     pub fn sges(&self) -> &[Sge] {
-        self.sg_list
-            .get(..usize::from(self.num_sge))
-            .unwrap_or(&self.sg_list)
+        match &self.data {
+            Payload::Gather { list, n } => list.get(..usize::from(*n)).unwrap_or(list),
+            Payload::Inline { .. } => &[],
+        }
     }
 
-    /// The inline bytes in use.
+    /// The gather entries in use, to change.
+    pub fn sges_mut(&mut self) -> &mut [Sge] {
+        match &mut self.data {
+            Payload::Gather { list, n } => {
+                let n = usize::from(*n).min(list.len());
+                list.get_mut(..n).unwrap_or_default()
+            }
+            Payload::Inline { .. } => &mut [],
+        }
+    }
+
+    /// Replaces the gather list (None: more than [`MAX_SGE`] entries).
+    pub fn set_sges(&mut self, list: &[Sge]) -> Option<()> {
+        self.data = Payload::gather(list)?;
+        Some(())
+    }
+
+    /// The inline bytes in use (none for a gather list).
     pub fn inline_data(&self) -> &[u8] {
-        self.inline
-            .get(..usize::from(self.inline_len))
-            .unwrap_or(&self.inline)
+        match &self.data {
+            Payload::Inline { bytes, len } => bytes.get(..usize::from(*len)).unwrap_or(bytes),
+            Payload::Gather { .. } => &[],
+        }
+    }
+
+    /// Whether the payload is well formed: its counts within the maximums,
+    /// inline bytes exactly when [`send_flags::INLINE`] is set.
+    pub fn payload_ok(&self) -> bool {
+        self.data.in_bounds() && self.is_inline() == matches!(self.data, Payload::Inline { .. })
     }
 
     /// Whether the payload is inline.
@@ -388,7 +447,7 @@ impl SendWqe {
             return Some(8);
         }
         if self.is_inline() {
-            return Some(u32::from(self.inline_len));
+            return u32::try_from(self.inline_data().len()).ok();
         }
         self.sges()
             .iter()

@@ -14,7 +14,11 @@
 
 #include <linux/types.h>
 
-#define FERROCE_UVERBS_ABI_VERSION 2
+/*
+ * 3: 32 SGEs and 512 bytes of inline data per work request (SQ WQEs of 640
+ * bytes, RQ WQEs of 576); 2 had 6 and 64 (192 and 128).
+ */
+#define FERROCE_UVERBS_ABI_VERSION 3
 
 /*
  * ferroce's private rdma_driver_id. Unused by any in-tree driver: a shared
@@ -90,12 +94,12 @@ struct ferroce_alloc_ucontext_resp {
  */
 
 #define FERROCE_RING_HDR_SIZE 256
-#define FERROCE_SQ_WQE_SIZE 192
-#define FERROCE_RQ_WQE_SIZE 128
+#define FERROCE_SQ_WQE_SIZE 640
+#define FERROCE_RQ_WQE_SIZE 576
 #define FERROCE_CQE_SIZE 64
 
-#define FERROCE_RING_MAX_SGE 6
-#define FERROCE_RING_MAX_INLINE 64
+#define FERROCE_RING_MAX_SGE 32
+#define FERROCE_RING_MAX_INLINE 512
 
 /* kflags */
 #define FERROCE_RING_NEED_DB (1U << 0)		/* SQ: ring the doorbell */
@@ -142,7 +146,7 @@ struct ferroce_sq_wqe {
 		struct ferroce_sge sge[FERROCE_RING_MAX_SGE];
 		__u8 inline_data[FERROCE_RING_MAX_INLINE];
 	};
-	__u32 rsvd2[4];
+	__u32 rsvd2[12];
 };
 
 /* One receive work request (RQ and SRQ). */
@@ -151,7 +155,7 @@ struct ferroce_rq_wqe {
 	__u32 num_sge;
 	__u32 rsvd;
 	struct ferroce_sge sge[FERROCE_RING_MAX_SGE];
-	__u32 rsvd2[4];
+	__u32 rsvd2[12];
 };
 
 /* One completion: the fields of struct ibv_wc, in its encodings. */

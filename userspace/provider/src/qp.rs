@@ -425,7 +425,7 @@ pub(crate) unsafe fn recv_wqe(w: &ibv_recv_wr, max_sge: u32) -> Result<ferroce_r
         num_sge: list.len() as u32,
         rsvd: 0,
         sge: ring_sges(list),
-        rsvd2: [0; 4],
+        rsvd2: Default::default(),
     })
 }
 

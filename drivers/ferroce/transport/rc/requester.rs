@@ -168,11 +168,14 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 if self.state != QpState::Rts {
                     return None;
                 }
-                let slot = *self.sq_at(seq)?;
-                if slot.status.is_some() || !self.can_start(slot.wqe.opcode, slot.wqe.send_flags) {
+                let (status, opcode, flags) = {
+                    let s = self.sq_at(seq)?;
+                    (s.status, s.wqe.opcode, s.wqe.send_flags)
+                };
+                if status.is_some() || !self.can_start(opcode, flags) {
                     return None;
                 }
-                if slot.wqe.opcode.is_local() {
+                if opcode.is_local() {
                     if let Err(st) = self.run_local(mem, seq) {
                         self.req_error(seq, st);
                         return None;

@@ -50,7 +50,7 @@ use common::*;
 use ferroce_transport::engine::{NetHeader, RxOutcome};
 use ferroce_transport::memory::{Key, MemError, Memory};
 use ferroce_transport::qp::{mask, Mtu, QpAttr, QpState, QpType};
-use ferroce_transport::verbs::{access, send_flags, Cqe, RecvWqe, SendWqe, Sge, WcStatus, WrOpcode, MAX_SGE};
+use ferroce_transport::verbs::{access, send_flags, Cqe, Payload, RecvWqe, SendWqe, Sge, WcStatus, WrOpcode, MAX_INLINE, MAX_SGE};
 use ferroce_transport::wire::aeth::AethSyndrome;
 use ferroce_transport::wire::packet::{self, Headers};
 use ferroce_transport::wire::{
@@ -528,9 +528,9 @@ impl Case {
                 // A send with an L_Key that does not exist: a local
                 // protection error moves the QP to SQE.
                 let mut w = c.wqe(rng, WrOpcode::Send);
-                w.sg_list[0] = sge(SRC, 0, 16);
-                w.sg_list[0].lkey = 0xdead;
-                w.num_sge = 1;
+                let mut bad = sge(SRC, 0, 16);
+                bad.lkey = 0xdead;
+                w.set_sges(&[bad]).unwrap();
                 c.post(w);
                 for _ in 0..64 {
                     if !c.transmit_one() {
@@ -646,24 +646,25 @@ impl Case {
         };
         let len = (rng.below(max.min(REGION_LEN as u32) as usize + 1) as u32).min(REGION_LEN as u32 / 2);
         if op.is_atomic() {
-            w.sg_list[0] = sge(RESULT, 8 * rng.below(64) as u64, 8);
-            w.num_sge = 1;
+            w.set_sges(&[sge(RESULT, 8 * rng.below(64) as u64, 8)]).unwrap();
         } else if op == WrOpcode::RdmaRead {
-            w.sg_list[0] = sge(RESULT, rng.below(REGION_LEN / 2) as u64, len);
-            w.num_sge = 1;
+            w.set_sges(&[sge(RESULT, rng.below(REGION_LEN / 2) as u64, len)]).unwrap();
         } else if rng.chance(15) {
             w.send_flags |= send_flags::INLINE;
-            w.inline_len = rng.below(65) as u16;
-            rng.fill(&mut w.inline);
+            let mut bytes = [0u8; MAX_INLINE];
+            let n = rng.below(MAX_INLINE + 1).min(if self.ty == QpType::Ud { self.pmtu as usize } else { MAX_INLINE });
+            rng.fill(&mut bytes[..n]);
+            w.data = Payload::inline(&bytes[..n]).unwrap();
         } else {
             let n = 1 + rng.below(3);
             let mut left = len;
-            for i in 0..n {
+            let mut list = [Sge::default(); 3];
+            for (i, s) in list.iter_mut().enumerate().take(n) {
                 let l = if i == n - 1 { left } else { left / 2 };
                 left -= l;
-                w.sg_list[i] = sge(SRC, rng.below(REGION_LEN / 2) as u64, l);
+                *s = sge(SRC, rng.below(REGION_LEN / 2) as u64, l);
             }
-            w.num_sge = n as u8;
+            w.set_sges(&list[..n]).unwrap();
         }
         if self.ty == QpType::Uc && (op.is_read_or_atomic() || op == WrOpcode::SendWithInv) {
             // UC has no opcode for them (IBTA table 38): refused in every
@@ -673,13 +674,27 @@ impl Case {
         }
         if bad {
             match rng.below(4) {
-                0 => w.sg_list[0].lkey = rng.pick(&[0xdead, TARGET, OTHER_PD]),
-                1 => w.sg_list[0].length = REGION_LEN as u32 + 1,
-                2 => w.num_sge = MAX_SGE as u8 + 1,
+                0 => {
+                    let k = rng.pick(&[0xdead, TARGET, OTHER_PD]);
+                    if let Some(s) = w.sges_mut().first_mut() {
+                        s.lkey = k;
+                    }
+                }
+                1 => {
+                    if let Some(s) = w.sges_mut().first_mut() {
+                        s.length = REGION_LEN as u32 + 1;
+                    }
+                }
+                2 => {
+                    if let Payload::Gather { n, .. } = &mut w.data {
+                        *n = MAX_SGE as u8 + 1;
+                    }
+                }
                 _ => {
                     if self.ty == QpType::Ud {
-                        w.sg_list[0].length = self.pmtu + 1;
-                        w.num_sge = w.num_sge.max(1);
+                        let mut s = w.sges().first().copied().unwrap_or(sge(SRC, 0, 0));
+                        s.length = self.pmtu + 1;
+                        w.set_sges(&[s]).unwrap();
                         w.send_flags &= !send_flags::INLINE;
                     }
                 }

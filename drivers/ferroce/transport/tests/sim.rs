@@ -15,7 +15,7 @@ use std::collections::BinaryHeap;
 
 use common::*;
 use ferroce_transport::qp::{Mtu, QpState};
-use ferroce_transport::verbs::{access, Cqe, SendWqe, WcOpcode, WcStatus, WrOpcode};
+use ferroce_transport::verbs::{access, Cqe, Payload, SendWqe, WcOpcode, WcStatus, WrOpcode};
 use ferroce_transport::wire::icrc::crc32;
 
 /// splitmix64.
@@ -246,8 +246,7 @@ fn workload(rng: &mut Rng, x: &mut Side, y: &mut Side, plan: &Plan, big: bool) {
                 done += len;
             }
             let (s, n) = sges(&list);
-            w.sg_list = s;
-            w.num_sge = n;
+            w.data = Payload::Gather { list: s, n };
             off
         };
         let imm = rng.next() as u32;
@@ -287,8 +286,7 @@ fn workload(rng: &mut Rng, x: &mut Side, y: &mut Side, plan: &Plan, big: bool) {
                 w.remote_addr = TARGET_BASE + toff as u64;
                 w.rkey = y.target;
                 let (s, n) = sges(&[(RDST_BASE + read_off as u64, size, x.rdst)]);
-                w.sg_list = s;
-                w.num_sge = n;
+                w.data = Payload::Gather { list: s, n };
                 x.exp.reads.push((read_off, y.model[toff..toff + size as usize].to_vec()));
                 read_ranges.push((toff, size as usize));
                 read_off += size as usize;
@@ -300,8 +298,7 @@ fn workload(rng: &mut Rng, x: &mut Side, y: &mut Side, plan: &Plan, big: bool) {
                 w.remote_addr = CTR_BASE + 8 * c as u64;
                 w.rkey = y.counters;
                 let (s, n) = sges(&[(ARES_BASE + 8 * i as u64, 8, x.ares)]);
-                w.sg_list = s;
-                w.num_sge = n;
+                w.data = Payload::Gather { list: s, n };
                 if kind == 5 {
                     w.opcode = WrOpcode::AtomicFetchAndAdd;
                     w.compare_add = rng.next() >> 8;

@@ -261,7 +261,7 @@ fn uc_bad_lkey_in_receive_wqe_completes_it_in_error_and_the_qp_enters_err() {
 fn uc_local_protection_error_moves_the_requester_to_sqe_and_receive_keeps_working() {
     let mut u = setup();
     let mut bad = send(&u, 1, 0, 10);
-    bad.sg_list[0].lkey ^= 0x10;
+    bad.sges_mut()[0].lkey ^= 0x10;
     assert!({ let w = [bad, send(&u, 2, 0, 10)]; packets_of(&mut u, &w) }.is_empty());
     assert_eq!(u.a.state(), QpState::Sqe);
     let (s, _) = all_cqes(&mut u.a);

@@ -182,17 +182,17 @@ impl Harness {
             wr_id: self.seq,
             opcode,
             send_flags: send_flags::SIGNALED,
-            num_sge: 1,
             remote_addr: 3 << 20,
             rkey: 0x102,
             remote_qpn: 0x34,
             ..SendWqe::default()
         };
-        w.sg_list[0] = if opcode.is_read_or_atomic() {
+        let s = if opcode.is_read_or_atomic() {
             sge(0, 2048, if opcode.is_atomic() { 8 } else { len })
         } else {
             sge(1, 0, len)
         };
+        let _ = w.set_sges(&[s]);
         if self.qp.post_send(&w).is_ok() {
             self.sends.push(w);
         }
@@ -353,11 +353,10 @@ fn build(sel: u8) -> Harness {
             h.seq += 1;
             let mut w = SendWqe {
                 wr_id: h.seq,
-                num_sge: 1,
                 send_flags: send_flags::SIGNALED,
                 ..SendWqe::default()
             };
-            w.sg_list[0] = sge(3, 0, 16);
+            let _ = w.set_sges(&[sge(3, 0, 16)]);
             if h.qp.post_send(&w).is_ok() {
                 h.sends.push(w);
             }

@@ -5,7 +5,7 @@
 use ferroce_transport::engine::{NetHeader, Qp, QpConfig, RecvSlot, RxOutcome, SendSlot};
 use ferroce_transport::memory::{Key, MemError, Memory};
 use ferroce_transport::qp::{mask, Mtu, QpAttr, QpState, QpType};
-use ferroce_transport::verbs::{access, FastReg, RecvWqe, SendWqe, Sge, WrOpcode, MAX_SGE};
+use ferroce_transport::verbs::{access, FastReg, Payload, RecvWqe, SendWqe, Sge, WrOpcode, MAX_SGE};
 
 pub type TestQp = Qp<Vec<SendSlot>, Vec<RecvSlot>>;
 
@@ -345,8 +345,8 @@ pub fn sges(list: &[(u64, u32, u32)]) -> ([Sge; MAX_SGE], u8) {
 }
 
 pub fn send_wr(wr_id: u64, opcode: WrOpcode, list: &[(u64, u32, u32)]) -> SendWqe {
-    let (sg_list, num_sge) = sges(list);
-    SendWqe { wr_id, opcode, sg_list, num_sge, ..SendWqe::default() }
+    let (list, n) = sges(list);
+    SendWqe { wr_id, opcode, data: Payload::Gather { list, n }, ..SendWqe::default() }
 }
 
 pub fn recv_wr(wr_id: u64, list: &[(u64, u32, u32)]) -> RecvWqe {
