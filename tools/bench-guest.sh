@@ -6,8 +6,10 @@
 # run in that namespace on the same device, as loopback.
 # Writes build/bench/raw.txt: "RESULT <test> <driver> <round> <value>" lines,
 # and "CPU <test> <driver> <round> <cpu seconds> <bytes> <messages>": the
-# guest's busy CPU time during the run (/proc/stat; set-up included, for
-# both drivers alike) and what the run moved.
+# guest's busy CPU time (/proc/stat) of the transfer alone and what it
+# moved: the difference between the measured run and a longer run of the
+# same test right after it, so that the set-up drops out (bench_measure in
+# tools/bench-lib.sh; CPURUN lines: each run whole).
 # Arguments: ROUNDS (default 3), optionally the tests to run
 # (comma-separated names, all when absent), and "profile:1" or
 # "profile:TEST,TEST...": after the rounds, one more run of each test (or of

@@ -13,6 +13,12 @@ BENCH_TESTS=(
 	"read_bw_64k|MiB/s|higher|ib_read_bw -s 65536 -n 1000"
 	"ud_send_bw_mtu|MiB/s|higher|ib_send_bw -c UD -s 1024 -n 5000"
 	"msg_rate_64|Mpps|higher|ib_write_bw -s 64 -q 4 -n 20000"
+	# the message rate against the number of active QPs: 32768 messages in
+	# all (-n is per QP), a send queue of 16 per QP (-t) so that 1024 QPs
+	# of the client and 1024 of the server fit; the same depth for all three
+	"msg_rate_64_q1|Mpps|higher|ib_write_bw -s 64 -q 1 -t 16 -n 32768"
+	"msg_rate_64_q64|Mpps|higher|ib_write_bw -s 64 -q 64 -t 16 -n 512"
+	"msg_rate_64_q1024|Mpps|higher|ib_write_bw -s 64 -q 1024 -t 16 -n 32"
 	"write_lat_2|usec|lower|ib_write_lat -s 2 -n 2000"
 	"send_lat_2|usec|lower|ib_send_lat -s 2 -n 2000"
 )
@@ -45,10 +51,16 @@ cpu_busy() {
 	awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
 }
 
+# bench_retried: the last run was repeated by pingpong (tests/guest/lib.sh)
+bench_retried() { grep -qs -- "^--- perftest.*: run [0-9] of 3" /tmp/run.log; }
+
+# ticks_s TICKS: clock ticks of cpu_busy in seconds
+ticks_s() { awk -v t="$1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t / hz }'; }
+
 # bench_work CMD... LOG: what a run of perftest CMD moved, from the client's
-# report in LOG: "BYTES MESSAGES" (bytes per message x iterations x QPs,
-# and the messages); the latency tests report no byte count of their own
-# and move one message of -s bytes per iteration each way
+# report in LOG: "BYTES MESSAGES". The bandwidth tests report #bytes per
+# message and #iterations, which with -q N is already the sum over the N
+# QPs (-n x N); without that line (the arguments alone), -s x -n x -q
 bench_work() {
 	local log=${*: -1} s=0 n=0 q=1 prev="" a
 	for a in "${@:1:$#-1}"; do
@@ -56,31 +68,103 @@ bench_work() {
 		prev=$a
 	done
 	awk -v s="$s" -v n="$n" -v q="$q" '
-		/#bytes/ && /#iterations/ { getline; if ($2 + 0 > 0) { s = $1; n = $2 } }
+		/#bytes/ && /#iterations/ { getline; if ($2 + 0 > 0) { s = $1; n = $2; q = 1 } }
 		END { printf "%.0f %.0f\n", s * n * q, n * q }' "$log"
+}
+
+# The CPU cost of a test is taken from two runs of it, so that the set-up
+# of a run (process start, QP creation, the connection, buffer allocation,
+# registration and zeroing: seconds under TCG, more than the transfer on a
+# fast path) drops out: the measured run with its -n, and right after it on
+# the same device a second run, not counted in the results, with CPU_SCALE
+# times as many messages (-n x CPU_SCALE). Both do the same set-up; the
+# difference of their busy CPU time over the difference of the bytes and
+# messages they moved is the marginal cost of the transfer alone. It is a
+# difference of two noisy numbers (the tick is 10 ms, the set-up varies
+# with the host's load), so the report takes the median over the rounds;
+# a round can even come out negative. The second run makes the bench take
+# about twice as long. CPU_SCALE comes from build/bench/bench.conf
+# (tools/bench writes it from FERROCE_BENCH_CPU_SCALE, default 3); 0 or 1:
+# no second run, no CPU lines.
+CPU_SCALE=3
+# shellcheck disable=SC1091
+[ -r /ferroce/build/bench/bench.conf ] && . /ferroce/build/bench/bench.conf
+
+# bench_scaled K CMD...: CMD with its -n multiplied by K, word by word on
+# stdout
+bench_scaled() {
+	local k=$1 prev="" a out=()
+	shift
+	for a in "$@"; do
+		[ "$prev" = -n ] && a=$((a * k))
+		out+=("$a")
+		prev=$a
+	done
+	echo "${out[*]}"
+}
+
+# bench_cpu_line RAW TAG NAME DRV ROUND TICKS0 TICKS1 BYTES0 MSGS0 BYTES1 MSGS1:
+# from the busy ticks, bytes and messages of the measured run (0) and of
+# the longer run (1), appends "TAG NAME DRV ROUND seconds bytes messages"
+# (the differences) to RAW and prints the marginal seconds
+bench_cpu_line() {
+	awk -v raw="$1" -v tag="$2" -v name="$3" -v drv="$4" -v round="$5" -v t0="$6" -v t1="$7" \
+		-v b0="$8" -v m0="$9" -v b1="${10}" -v m1="${11}" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+		s = (t1 - t0) / hz
+		printf "%s %s %s %s %.2f %.0f %.0f\n", tag, name, drv, round, s, b1 - b0, m1 - m0 >>raw
+		printf "%.2f\n", s
+	}'
 }
 
 # bench_measure RAW NAME DRV ROUND UNIT LABEL RUNNER CMD...: one measured
 # run: `RUNNER DRV CMD...` runs perftest CMD (leaving the client's report in
-# /tmp/cli.log, the server's in /tmp/srv.log) while the guest's busy CPU
-# time is taken around it; appends "RESULT NAME DRV ROUND value" and "CPU
-# NAME DRV ROUND seconds bytes messages" to RAW (a failed run: "RESULT ...
-# failed"), and prints one line starting with LABEL
+# /tmp/cli.log, the server's in /tmp/srv.log); appends "RESULT NAME DRV
+# ROUND value" to RAW (a failed run: "RESULT ... failed"). Then, when
+# CPU_SCALE > 1, the longer run of the same CMD (see above), and "CPU NAME
+# DRV ROUND seconds bytes messages": the marginal busy CPU time of the
+# guest and the bytes and messages it bought; also "CPURUN NAME DRV ROUND
+# K seconds bytes messages value" for each of the two runs as a whole
+# (set-up included; K is 1 or CPU_SCALE). A run that the runner had to
+# repeat (pingpong's retry, /tmp/run.log) gives no CPU line: its time holds
+# two set-ups. Prints one line starting with LABEL.
 bench_measure() {
-	local raw=$1 name=$2 drv=$3 round=$4 unit=$5 label=$6 runner=$7 c0 c1 v bytes msgs cpu
+	local raw=$1 name=$2 drv=$3 round=$4 unit=$5 label=$6 runner=$7 c0 c1 c2 c3 v v1 b0 m0 b1 m1 cpu
 	shift 7
+	rm -f /tmp/run.log
 	c0=$(cpu_busy)
-	if "$runner" "$drv" "$@"; then
-		c1=$(cpu_busy)
-		v=$(bench_value "$unit" /tmp/cli.log)
-		read -r bytes msgs <<<"$(bench_work "$@" /tmp/cli.log)"
-		cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')
-		echo "$label: $v $unit, ${cpu} CPU s for $bytes bytes, $msgs messages"
-		echo "RESULT $name $drv $round $v" >>"$raw"
-		echo "CPU $name $drv $round $cpu $bytes $msgs" >>"$raw"
-	else
+	if ! "$runner" "$drv" "$@"; then
 		echo "$label: FAILED"
 		tail -n 5 /tmp/cli.log /tmp/srv.log
 		echo "RESULT $name $drv $round failed" >>"$raw"
+		return 0
 	fi
+	c1=$(cpu_busy)
+	v=$(bench_value "$unit" /tmp/cli.log)
+	read -r b0 m0 <<<"$(bench_work "$@" /tmp/cli.log)"
+	echo "RESULT $name $drv $round $v" >>"$raw"
+	echo "CPURUN $name $drv $round 1 $(ticks_s $((c1 - c0))) $b0 $m0 $v" >>"$raw"
+	if [ "${CPU_SCALE:-0}" -le 1 ]; then
+		echo "$label: $v $unit"
+		return 0
+	fi
+	local long
+	long=$(bench_scaled "$CPU_SCALE" "$@")
+	if bench_retried; then
+		echo "$label: $v $unit; perftest ran again (tests/guest/lib.sh pingpong): no CPU cost this round"
+		return 0
+	fi
+	c2=$(cpu_busy)
+	# shellcheck disable=SC2086 # the perftest arguments, word by word
+	if ! "$runner" "$drv" $long || bench_retried; then
+		echo "$label: $v $unit; the x$CPU_SCALE run for the CPU cost FAILED"
+		tail -n 5 /tmp/cli.log /tmp/srv.log
+		return 0
+	fi
+	c3=$(cpu_busy)
+	# shellcheck disable=SC2086
+	read -r b1 m1 <<<"$(bench_work $long /tmp/cli.log)"
+	v1=$(bench_value "$unit" /tmp/cli.log)
+	echo "CPURUN $name $drv $round $CPU_SCALE $(ticks_s $((c3 - c2))) $b1 $m1 $v1" >>"$raw"
+	cpu=$(bench_cpu_line "$raw" CPU "$name" "$drv" "$round" $((c1 - c0)) $((c3 - c2)) "$b0" "$m0" "$b1" "$m1")
+	echo "$label: $v $unit; marginal CPU ${cpu} s for $((b1 - b0)) bytes, $((m1 - m0)) messages (whole runs: $(ticks_s $((c1 - c0))) s for $m0, $(ticks_s $((c3 - c2))) s for $m1 at $v1 $unit)"
 }

@@ -24,7 +24,15 @@
 # perftest could not calibrate its clock). Every tool runs under `timeout`.
 #
 # Guest A writes build/bench/raw-pair.txt: TEST and RESULT lines as in
-# build/bench/raw.txt, test names suffixed _2g. tools/bench writes the
+# build/bench/raw.txt, test names suffixed _2g. With CPU_SCALE > 1
+# (tools/bench-lib.sh), each run that succeeded is followed by one with
+# CPU_SCALE times its messages, not counted in the results, and each side
+# takes its guest's busy CPU time (/proc/stat) around its own tool's run
+# (the server sends its own in the "srv" answer): "CPU <test>_2g <driver>
+# <round> <seconds> <bytes> <messages>" is the marginal cost of the
+# transfer, both guests summed, set-up excluded as in the one-guest parts;
+# "CPU2G <test>_2g <driver> <round> <client seconds> <server seconds>" the
+# two sides of it. tools/bench writes the
 # settings to build/bench/pair.conf first: ROUNDS, TESTS (the tests to run,
 # all when empty), TIMEOUT (seconds for one tool run) and UD_ITERS.
 . "$(dirname "$0")/../tests/guest/lib.sh"
@@ -152,11 +160,14 @@ PY
 fi
 
 
-# server_run K DRV T PROG ARGS...
+# server_run K DRV T PROG ARGS...: RUN_OK=1 when the client's and the
+# server's tool both succeeded (as the client sees it)
 server_run() {
 	local k=$1 d=$2 t=$3; shift 3
-	local spid s cal
+	local spid s cal c0 c1
 	while :; do
+		RUN_OK=0
+		c0=$(cpu_busy)
 		ip netns exec $d timeout "$t" "$@" -d ${DEV[$d]} -x ${GID[$d]} >/tmp/srv.log 2>&1 &
 		spid=$!
 		for _ in $(seq 300); do
@@ -166,12 +177,16 @@ server_run() {
 		done
 		if listening $spid; then send ready $k; else send noserver $k; fi
 		recv $((t + 120)) || { kill $spid; wait $spid; return 1; }
-		# a client that failed may leave its server waiting for a connection
-		if [ "${MSG[2]:-1}" = 0 ]; then wait_pid $spid $((t + 10)); else wait_pid $spid 10; fi
+		# a client that failed may leave its server waiting for a connection;
+		# after one that succeeded, a plain wait (the tool runs under
+		# `timeout`): no polling process in the CPU time taken around it
+		if [ "${MSG[2]:-1}" = 0 ]; then wait $spid; else wait_pid $spid 10; fi
 		s=$?
+		c1=$(cpu_busy)
+		[ "${MSG[2]:-1}$s" = 00 ] && RUN_OK=1
 		cal=0
 		grep -q "Can't produce a report" /tmp/srv.log && cal=1
-		send srv $k $s $cal
+		send srv $k $s $cal $((c1 - c0))
 		if [ $s != 0 ]; then
 			log "run $k: server $* on ${DEV[$d]} failed (exit $s):"
 			tail -n 5 /tmp/srv.log
@@ -182,14 +197,16 @@ server_run() {
 }
 
 # client_run K DRV T PROG ARGS...: the client's status and the server's in
-# C and S, the client's report in /tmp/cli.log
+# C and S, the client's report in /tmp/cli.log, the busy CPU ticks of the
+# client's guest around its tool in CT and those of the server's in ST
 client_run() {
 	local k=$1 d=$2 t=$3; shift 3
-	local try=1
+	local try=1 c0
 	while :; do
-		C=99 S=-
+		C=99 S=- CT=0 ST=0
 		: >/tmp/cli.log
 		recv $((t + 180)) || return 1
+		c0=$(cpu_busy)
 		if [ "${MSG[0]}" = ready ]; then
 			# retry only the connect phase
 			for _ in 1 2 3; do
@@ -202,9 +219,10 @@ client_run() {
 		else
 			echo "the server's $1 did not listen" >/tmp/cli.log
 		fi
+		CT=$(($(cpu_busy) - c0))
 		send done $k $C
 		recv $((t + 30)) || return 1
-		S=${MSG[2]}
+		S=${MSG[2]} ST=${MSG[4]:-0}
 		if [ "$C$S" != 00 ] && [ $try = 1 ] && { [ "${MSG[3]}" = 1 ] || grep -q "Can't produce a report" /tmp/cli.log; }; then
 			log "run $k: perftest could not calibrate its clock (emulated, loaded host): again"
 			send again $k
@@ -239,6 +257,12 @@ for round in $(seq "$ROUNDS"); do
 			if [ $ROLE = server ]; then
 				# shellcheck disable=SC2086
 				server_run $k $d $tmo $cmd || { log "control connection to the client lost at run $k"; ok=0; }
+				# the longer run for the CPU cost, when the client makes it too
+				[ $RUN_OK = 1 ] && [ "${CPU_SCALE:-0}" -gt 1 ] && [ $ok = 1 ] || continue
+				k=$((k + 1))
+				# shellcheck disable=SC2086
+				server_run $k $d $((tmo * 2)) $(bench_scaled "$CPU_SCALE" $cmd) ||
+					{ log "control connection to the client lost at run $k"; ok=0; }
 				continue
 			fi
 			t0=$SECONDS
@@ -254,6 +278,24 @@ for round in $(seq "$ROUNDS"); do
 				tail -n 5 /tmp/cli.log
 				echo "RESULT ${name}_2g $d $round failed" >>"$RAW"
 			fi
+			[ "$C$S" = 00 ] && [ "${CPU_SCALE:-0}" -gt 1 ] && [ $ok = 1 ] || continue
+			# the longer run for the CPU cost (see the top)
+			# shellcheck disable=SC2086
+			read -r b0 m0 <<<"$(bench_work $cmd /tmp/cli.log)"
+			CT0=$CT ST0=$ST
+			k=$((k + 1)) t0=$SECONDS
+			# shellcheck disable=SC2086
+			client_run $k $d $((tmo * 2)) $(bench_scaled "$CPU_SCALE" $cmd) ||
+				{ log "control connection to the server lost at run $k"; ok=0; }
+			if [ "$C$S" != 00 ]; then
+				log "round $round ${name}_2g $d: the x$CPU_SCALE run for the CPU cost FAILED (client exit $C, server exit $S)"
+				continue
+			fi
+			# shellcheck disable=SC2086
+			read -r b1 m1 <<<"$(bench_work $(bench_scaled "$CPU_SCALE" $cmd) /tmp/cli.log)"
+			cpu=$(bench_cpu_line "$RAW" CPU ${name}_2g $d $round $((CT0 + ST0)) $((CT + ST)) "$b0" "$m0" "$b1" "$m1")
+			echo "CPU2G ${name}_2g $d $round $(ticks_s $((CT - CT0))) $(ticks_s $((ST - ST0)))" >>"$RAW"
+			log "round $round ${name}_2g $d: marginal CPU $cpu s (client $(ticks_s $((CT - CT0))), server $(ticks_s $((ST - ST0)))) for $((m1 - m0)) messages ($((SECONDS - t0)) s)"
 		done
 	done
 done

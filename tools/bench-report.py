@@ -10,10 +10,17 @@ by tools/bench-veth.sh, test names suffixed _veth) and build/bench/raw-pair.txt
 (across two guests; written by guest A of tools/bench-pair.sh, test names
 suffixed _2g). A raw file that is missing is skipped with a note.
 
-CPU lines ("CPU test driver round seconds bytes messages") give the guest's
-busy CPU time of each run: the table adds the median CPU cost per MiB moved
-(milliseconds) and per message (microseconds) of each driver, and their
-ratio (ferroce / rxe: lower is better).
+CPU lines ("CPU test driver round seconds bytes messages") give the busy
+CPU time of the transfer alone: the difference between a run and a longer
+run of the same test (tools/bench-lib.sh, CPU_SCALE), with the bytes and
+messages that difference bought; across two guests, both guests' time
+summed. The table adds the median CPU cost per MiB moved (milliseconds) and
+per message (microseconds) of each driver, and their ratio (ferroce / rxe:
+lower is better). CPURUN lines (whole runs, set-up included) are not used.
+
+The message rate against the number of active QPs (msg_rate_64_q1, _q64,
+_q1024, in each part): below the table, each driver's median with q64 and
+q1024 as a ratio to q1 (flat is 1.0); in the JSON as "vs_q1".
 
 Each measurement is reported as the median of its rounds, with min and max;
 ratio is ferroce / rxe (higher is better for bandwidth and message rate,
@@ -85,6 +92,16 @@ for name, t in tests.items():
         max={d: max(v) if v else None for d, v in ok.items()},
         command=t["cmd"],
     ))
+# the message rate against the QP count: each driver's median over its q1 median
+byname = {r["test"]: r for r in rows}
+for r in rows:
+    base, sep, rest = r["test"].partition("msg_rate_64_q")
+    if base or not sep:
+        continue
+    suffix = rest.lstrip("0123456789")
+    one = byname.get("msg_rate_64_q1" + suffix)
+    if one:
+        r["vs_q1"] = {d: r[d] / one[d] if r[d] is not None and one[d] else None for d in ("rxe", "ferroce")}
 doc = rows
 (outdir / "bench.json").write_text(json.dumps(doc, indent=2) + "\n")
 
@@ -95,7 +112,8 @@ memcpy, linktcp = refs.get("memcpy"), refs.get("linktcp")
 print(f"guest copy bandwidth (physical reference): {fmt(memcpy)} MiB/s" if memcpy else "guest copy bandwidth: not measured")
 if linktcp:
     print(f"TCP across the two guests' link (physical reference of _2g): {fmt(linktcp)} MiB/s")
-print(f"{'test':18} {'unit':6} {'rxe (min..max)':26} {'ferroce (min..max)':26} {'ratio':>7}  "
+tw = max([18] + [len(r["test"]) for r in rows])
+print(f"{'test':{tw}} {'unit':6} {'rxe (min..max)':26} {'ferroce (min..max)':26} {'ratio':>7}  "
       f"{'CPU ms/MiB rxe/fr':18} {'CPU us/msg rxe/fr':18} {'CPU ratio':>9}  goal")
 goals = {"send_bw_64k": (">=", 3), "write_bw_64k": (">=", 3), "msg_rate_64": (">=", 3), "ud_send_bw_mtu": (">=", 3),
          "write_lat_2": ("<=", 0.5), "send_lat_2": ("<=", 0.5)}
@@ -115,7 +133,22 @@ for r in rows:
     if r["unit"] != "MiB/s":
         mib = {"rxe": None, "ferroce": None}  # per MiB means nothing for 2-byte and 64-byte messages
     cpu_cols = f"{fmt(mib['rxe']) + '/' + fmt(mib['ferroce']):18} {fmt(msg['rxe']) + '/' + fmt(msg['ferroce']):18} {fmt(r['cpu_ratio']):>9}"
-    print(f"{r['test']:18} {r['unit']:6} {span('rxe'):26} {span('ferroce'):26} {fmt(r['ratio']):>7}  {cpu_cols}  {gs}")
+    print(f"{r['test']:{tw}} {r['unit']:6} {span('rxe'):26} {span('ferroce'):26} {fmt(r['ratio']):>7}  {cpu_cols}  {gs}")
+
+for one in [r for r in rows if "vs_q1" in r and r["test"].startswith("msg_rate_64_q1") and r["test"][14:15] in ("", "_")]:
+    suffix = one["test"][len("msg_rate_64_q1"):]
+    qs = sorted((r for r in rows if "vs_q1" in r and r["test"].endswith(suffix)
+                 and r["test"][len("msg_rate_64_q"):len(r["test"]) - len(suffix)].isdigit()),
+                key=lambda r: int(r["test"][len("msg_rate_64_q"):len(r["test"]) - len(suffix)]))
+    print(f"message rate against active QPs{' (' + suffix[1:] + ')' if suffix else ' (loopback)'}, Mpps, and the ratio to 1 QP (flat: 1.0):")
+    for d in ("rxe", "ferroce"):
+        cells = []
+        for r in qs:
+            q = r["test"][len("msg_rate_64_q"):len(r["test"]) - len(suffix)]
+            nf = sum(v is None for v in r["runs"][d])
+            cells.append(f"q{q} {fmt(r[d])}" + (f" ({fmt(r['vs_q1'][d])}x)" if q != "1" and r["vs_q1"][d] is not None else "")
+                         + (f" {nf} failed" if nf else "") + ("" if r["runs"][d] else " not run"))
+        print(f"  {d:8} " + ", ".join(cells))
 
 try:
     import matplotlib

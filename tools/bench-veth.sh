@@ -4,10 +4,11 @@
 # namespaces joined by a veth pair, rdma_rxe (rxe0 -> rxe1) and ferroce
 # (fr0 -> fr1), alternating, several rounds. Unlike the loopback part, every
 # packet goes through the IP stack: UDP, IP, the ICRC and the netdev, at the
-# guest's CPU speed. Besides each result, the guest's busy CPU time during
-# the run (/proc/stat) and the bytes and messages it moved, for the CPU cost
-# per byte and per message (the run's set-up, buffer registration included,
-# is inside that time for both drivers alike).
+# guest's CPU speed. Besides each result, the guest's busy CPU time
+# (/proc/stat) of the transfer alone and the bytes and messages it moved,
+# for the CPU cost per byte and per message: the difference between the
+# measured run and a longer one, set-up excluded (bench_measure in
+# tools/bench-lib.sh).
 # Writes build/bench/raw-veth.txt: "RESULT <test>_veth <driver> <round>
 # <value>" and "CPU <test>_veth <driver> <round> <cpu seconds> <bytes>
 # <messages>" lines.
