@@ -80,7 +80,7 @@ pub(crate) fn pull_sq(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntr
 #[inline(never)]
 fn take_sq_slot(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntry>]) -> u32 {
     let Some(r) = e.rings.as_ref() else { return 0 };
-    let slot: RingSqWqe = r.sq.read(r.sq_taken);
+    let slot: RingSqWqe = r.sq.read_sq(r.sq_taken);
     let mut len = 0;
     let ok = match send_wqe(&slot, e, r, ahs) {
         Some(w) => {
@@ -101,7 +101,7 @@ fn take_sq_slot(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntry>]) -
 #[inline(never)]
 fn take_rq_slot(dev: &FerroceDevice, e: &mut QpEntry, index: u32) {
     let Some(rq) = e.rings.as_ref().and_then(|r| r.rq.as_ref()) else { return };
-    let slot: RingRqWqe = rq.read(index);
+    let slot: RingRqWqe = rq.read_rq(index);
     let ok = match recv_wqe(&rq_slot(&slot), e.max_recv_sge) {
         Some(w) => e.qp.post_recv(&w).is_ok(),
         None => false,

@@ -517,7 +517,7 @@ impl SrqEntry {
             return Err(new);
         }
         for i in 0..avail {
-            let w: RingRqWqe = old.read(self.taken.wrapping_add(i));
+            let w: RingRqWqe = old.read_rq(self.taken.wrapping_add(i));
             new.write(i, &w);
         }
         new.set_cons(0);
@@ -547,7 +547,7 @@ impl SrqEntry {
     /// caller as an RNR).
     fn pop_user(&mut self, r: &UserRing) -> Option<(core::result::Result<RecvWqe, u64>, bool)> {
         let avail = shared_ring::srq_has_entry(r.prod(), self.taken, r.entries())?;
-        let slot: RingRqWqe = r.read(self.taken);
+        let slot: RingRqWqe = r.read_rq(self.taken);
         self.taken = self.taken.wrapping_add(1);
         r.set_cons(self.taken);
         let left = avail - 1;

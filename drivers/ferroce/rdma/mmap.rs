@@ -254,6 +254,57 @@ impl UserRing {
         unsafe { self.mem.base.add(b::FERROCE_RING_HDR_SIZE as usize + i * self.stride) }
     }
 
+    /// Copies bytes `from..from + len` of slot `index` into the same bytes
+    /// of `out` (clamped to the slot and to T).
+    fn read_part<T: Copy>(&self, index: u32, out: &mut T, from: usize, len: usize) {
+        let end = from.saturating_add(len).min(core::mem::size_of::<T>()).min(self.stride);
+        if from >= end {
+            return;
+        }
+        // SAFETY: bytes `from..end` of the slot (inside the ring: `end` is
+        // at most the stride) into the same bytes of `out` (at most its
+        // size); T is one of the ring's slot structures, valid for any
+        // bytes.
+        unsafe {
+            b::ferroce_ring_read(
+                core::ptr::from_mut(out).cast::<u8>().add(from).cast(),
+                self.slot(index).add(from).cast(),
+                end - from,
+            )
+        }
+    }
+
+    /// One copy of SQ slot `index`: its fields, then only the part of its
+    /// union that they say is used (the gather list's `num_sge` entries or
+    /// `inline_len` bytes, each at most the slot's); the rest stays zero.
+    /// Each byte is read once: the copy is what the checks see.
+    pub(crate) fn read_sq(&self, index: u32) -> RingSqWqe {
+        const HEAD: usize = core::mem::offset_of!(RingSqWqe, __bindgen_anon_1);
+        // SAFETY: a plain C structure of integers (and a union of them):
+        // all-zero bytes are a value.
+        let mut w: RingSqWqe = unsafe { core::mem::MaybeUninit::zeroed().assume_init() };
+        self.read_part(index, &mut w, 0, HEAD);
+        let used = if w.send_flags & send_flags::INLINE != 0 {
+            (w.inline_len as usize).min(MAX_INLINE_RING)
+        } else {
+            (w.num_sge as usize).min(MAX_SGE_RING) * core::mem::size_of::<b::ferroce_sge>()
+        };
+        self.read_part(index, &mut w, HEAD, used);
+        w
+    }
+
+    /// One copy of RQ (or SRQ) slot `index`: its count, then the entries
+    /// it says are used (at most the slot's).
+    pub(crate) fn read_rq(&self, index: u32) -> RingRqWqe {
+        const HEAD: usize = core::mem::offset_of!(RingRqWqe, sge);
+        // SAFETY: as in `read_sq`.
+        let mut w: RingRqWqe = unsafe { core::mem::MaybeUninit::zeroed().assume_init() };
+        self.read_part(index, &mut w, 0, HEAD);
+        let used = (w.num_sge as usize).min(MAX_SGE_RING) * core::mem::size_of::<b::ferroce_sge>();
+        self.read_part(index, &mut w, HEAD, used);
+        w
+    }
+
     /// One copy of slot `index` (a plain C structure of integers, for
     /// which any bytes are a value).
     pub(crate) fn read<T: Copy>(&self, index: u32) -> T {

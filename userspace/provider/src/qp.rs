@@ -93,9 +93,11 @@ impl ProdRing {
         self.free() > 0
     }
 
-    /// Writes `slot` at `prod` and publishes it (release store of `prod`).
-    /// Nothing is written without a ring or when `T` is not its slot type.
-    pub(crate) fn push<T>(&mut self, slot: T) -> bool {
+    /// Writes the first `len` bytes of `slot` (its fields and the part of
+    /// its gather list or inline data in use: the kernel reads no more) at
+    /// `prod` and publishes it (release store of `prod`). Nothing is
+    /// written without a ring or when `T` is not its slot type.
+    pub(crate) fn push<T>(&mut self, slot: &T, len: usize) -> bool {
         let p = self.ring.slot::<T>(self.prod);
         let Some(prod) = self.ring.prod() else {
             return false;
@@ -105,8 +107,14 @@ impl ProdRing {
         }
         // SAFETY: the slot is inside the mapping, of type T, and free (the
         // caller checked `has_room`): the kernel does not read it until
-        // prod passes it.
-        unsafe { p.write(slot) };
+        // prod passes it; at most size_of::<T>() bytes are copied.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                core::ptr::from_ref(slot).cast::<u8>(),
+                p.cast::<u8>(),
+                len.min(size_of::<T>()),
+            )
+        };
         self.prod = self.prod.wrapping_add(1);
         prod.store(self.prod, Ordering::Release);
         true
@@ -395,6 +403,23 @@ pub(crate) unsafe fn sges<'a>(num_sge: c_int, sg_list: *const ibv_sge, max: u32)
     }
 }
 
+/// The bytes of a send slot the kernel reads: its fields, then
+/// `inline_len` inline bytes or `num_sge` entries.
+pub(crate) fn sq_wqe_len(w: &ferroce_sq_wqe) -> usize {
+    let head = core::mem::offset_of!(ferroce_sq_wqe, __bindgen_anon_1);
+    let used = if w.send_flags & IBV_SEND_INLINE != 0 {
+        w.inline_len as usize
+    } else {
+        w.num_sge as usize * size_of::<ferroce_sge>()
+    };
+    head + used
+}
+
+/// The bytes of a receive slot the kernel reads.
+fn rq_wqe_len(w: &ferroce_rq_wqe) -> usize {
+    core::mem::offset_of!(ferroce_rq_wqe, sge) + w.num_sge as usize * size_of::<ferroce_sge>()
+}
+
 /// The ring form of a gather list.
 fn ring_sges(list: &[ibv_sge]) -> [ferroce_sge; FERROCE_RING_MAX_SGE as usize] {
     let mut out = [ferroce_sge {
@@ -451,7 +476,7 @@ pub(crate) unsafe fn post_recv_ring(
             // SAFETY: `w` is valid.
             .and_then(|()| unsafe { recv_wqe(w, max_sge) })
             .and_then(|wqe| {
-                if r.has_room() && r.push(wqe) {
+                if r.has_room() && r.push(&wqe, rq_wqe_len(&wqe)) {
                     Ok(())
                 } else {
                     Err(ENOMEM)
@@ -732,7 +757,7 @@ pub(crate) unsafe extern "C" fn post_send(
             // SAFETY: `qp` is this provider's QP and `w` a valid request.
             .and_then(|()| unsafe { send_wqe(qp, q, w) })
             .and_then(|wqe| {
-                if s.has_room() && s.push(wqe) {
+                if s.has_room() && s.push(&wqe, sq_wqe_len(&wqe)) {
                     Ok(())
                 } else {
                     Err(ENOMEM)

@@ -468,7 +468,7 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
                 for w in b.staged.drain(..) {
                     // Room was checked for the whole batch; a push fails
                     // only without a mapped ring.
-                    if !s.push(w) {
+                    if !s.push(&w, crate::qp::sq_wqe_len(&w)) {
                         break;
                     }
                 }

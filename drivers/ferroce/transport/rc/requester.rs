@@ -197,8 +197,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             } else if !self.window_open() {
                 return None;
             }
-            let slot = *self.sq_at(seq)?;
-            let len = match self.build_request(mem, &slot, buf) {
+            let len = match self.build_request(mem, seq, buf) {
                 Ok(len) => len,
                 Err(st) => {
                     self.req_error(seq, st);
@@ -261,14 +260,18 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         Ok(())
     }
 
-    /// Writes the packet at the requester position of `slot` and advances.
-    fn build_request<M: Memory>(&mut self, mem: &mut M, slot: &SendSlot, buf: &mut [u8]) -> Result<usize, WcStatus> {
+    /// Writes the packet at the requester position of WQE `seq` and
+    /// advances. The slot is borrowed, not copied (it holds up to 512
+    /// bytes of gather list or inline data): the requester state changes
+    /// only after its last use.
+    fn build_request<M: Memory>(&mut self, mem: &mut M, seq: u64, buf: &mut [u8]) -> Result<usize, WcStatus> {
+        let fail = WcStatus::LocQpOpErr;
+        let slot = self.sq_at(seq).ok_or(fail)?;
         let wqe = &slot.wqe;
         let psn = self.req.next_psn;
         let off = self.req.req_off;
         let mut h = Headers::bth_only(Opcode::RC_ACKNOWLEDGE, self.pkey, self.attr.dest_qp_num, psn);
         let op = wqe.opcode;
-        let fail = WcStatus::LocQpOpErr;
         if op.is_read_or_atomic() {
             h.bth.ack_req = true;
             let mut plen = 0usize;
@@ -305,9 +308,10 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                     return Err(fail);
                 }
             }
+            let next = slot.first_psn.wrapping_add(slot.npkts);
             let total = packet::finish(buf, hlen, plen).map_err(|_| fail)?;
             self.req.req_seq = self.req.req_seq.saturating_add(1);
-            self.req.next_psn = slot.first_psn.wrapping_add(slot.npkts);
+            self.req.next_psn = next;
             self.req.req_off = 0;
             self.req.since_ack_req = 0;
             return Ok(total);
