@@ -71,15 +71,20 @@ check "nvme-rdma connects to the target over fr0" connect
 dmesg | grep -iE 'nvme|rdma' | tail -5
 check "nvme-rdma did not refuse fr0 (memory registrations)" sh -c "! dmesg | grep -q 'Memory registrations not supported'"
 # The namespace's block device: nvme0n1 (with native multipath the path
-# device nvme0c0n1 in /sys/class/nvme/nvme0 has no /dev node).
-DEV=
-for _ in $(seq 100); do
-	for b in /sys/block/nvme*n*; do
-		[[ $(basename "$b") =~ ^nvme[0-9]+n[0-9]+$ ]] && [ -b "/dev/$(basename "$b")" ] && DEV=/dev/$(basename "$b")
+# device nvme0c0n1 in /sys/class/nvme/nvme0 has no /dev node); waits up to
+# 10 s for it and sets DEV (empty when none came).
+find_namespace() {
+	DEV=
+	local b
+	for _ in $(seq 100); do
+		for b in /sys/block/nvme*n*; do
+			[[ $(basename "$b") =~ ^nvme[0-9]+n[0-9]+$ ]] && [ -b "/dev/$(basename "$b")" ] && DEV=/dev/$(basename "$b")
+		done
+		[ -n "$DEV" ] && break
+		sleep 0.1
 	done
-	[ -n "$DEV" ] && break
-	sleep 0.1
-done
+}
+find_namespace
 echo "controller $CTRL, namespace ${DEV:-none}"
 check "the namespace appears as a block device" test -b "$DEV"
 [ -b "$DEV" ] || DEV=/nonexistent/nvme
@@ -149,14 +154,7 @@ if command -v nvme >/dev/null; then
 	mrs=$(sed -n 's/.* mr \([0-9]*\) .*/\1/p' <<<"$res")
 	check "  ...host and target hold 66 QPs or more on fr0 (33 each): $qps" test "${qps:-0}" -ge 66
 	check "  ...and 4096 MRs or more (128 per I/O queue): $mrs" test "${mrs:-0}" -ge 4096
-	DEV=
-	for _ in $(seq 100); do
-		for b in /sys/block/nvme*n*; do
-			[[ $(basename "$b") =~ ^nvme[0-9]+n[0-9]+$ ]] && [ -b "/dev/$(basename "$b")" ] && DEV=/dev/$(basename "$b")
-		done
-		[ -n "$DEV" ] && break
-		sleep 0.1
-	done
+	find_namespace
 	[ -b "$DEV" ] || DEV=/nonexistent/nvme
 	# Each CPU writes and reads back its own 4 MiB slice of a fresh pattern
 	# (offset by 64 MiB: nothing above was there).
