@@ -620,8 +620,15 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// for `max_rd_atomic`, a fence).
     pub fn may_transmit(&self, now: u64) -> bool {
         match self.ty {
-            QpType::Ud => self.state == QpState::Rts && self.sq_at(self.req.req_seq).is_some_and(|s| s.status.is_none()),
+            QpType::Ud => {
+                self.state == QpState::Rts
+                    && !self.req.fault_wait
+                    && self.sq_at(self.req.req_seq).is_some_and(|s| s.status.is_none())
+            }
             QpType::Uc => {
+                if self.req.fault_wait {
+                    return false;
+                }
                 let seq = self.req.req_seq;
                 // A message started goes on in SQD; a new one starts in RTS.
                 (seq < self.req.sent_seq && matches!(self.state, QpState::Rts | QpState::Sqd))
@@ -634,7 +641,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 if !matches!(self.state, QpState::Rts | QpState::Sqd) {
                     return false;
                 }
-                if self.comp.rnr_until.is_some_and(|t| now < t) {
+                if self.req.fault_wait || self.comp.rnr_until.is_some_and(|t| now < t) {
                     return false;
                 }
                 let seq = self.req.req_seq;
@@ -663,6 +670,18 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 self.req_transmit(now, mem, buf)
             }
         }
+    }
+
+    /// Whether the requester waits for the pages of a local buffer
+    /// ([`MemError::Fault`](super::memory::MemError::Fault)).
+    pub fn fault_waiting(&self) -> bool {
+        self.req.fault_wait
+    }
+
+    /// The pages a requester waited for were faulted in (or their fault
+    /// failed: the retry then completes the WQE in error): it goes on.
+    pub fn fault_resolved(&mut self) {
+        self.req.fault_wait = false;
     }
 
     /// The earliest time [`Qp::on_timer`] must run, if any.

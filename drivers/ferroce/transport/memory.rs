@@ -28,6 +28,12 @@ pub enum MemError {
     OutOfBounds,
     /// An atomic target that is not 8-byte aligned.
     Misaligned,
+    /// The bytes are valid but not present now: memory on demand whose
+    /// pages the implementation must fault in first, outside the
+    /// datapath. Nothing was touched; the operation is retried later (a
+    /// requester waits for [`super::qp::Qp::fault_resolved`], a responder
+    /// answers RNR NAK, a response is dropped and asked for again).
+    Fault,
 }
 
 /// Registered memory as the transport engine sees it.

@@ -2,7 +2,7 @@
 //! UD (one packet per message, no responses).
 
 use super::engine::{complete_recv, NetHeader, Qp, RecvSlot, RxOutcome, SendSlot, Transmit};
-use super::memory::Memory;
+use super::memory::{MemError, Memory};
 use super::wire::packet::{self, Headers, TransportPacket};
 use super::qp::QpState;
 use super::ring::Storage;
@@ -27,7 +27,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// UD SQ Logic: one SEND ONLY (with immediate) packet per WQE, PSN =
     /// previous + 1; the WQE completes as soon as its packet is handed off.
     pub(super) fn ud_transmit<M: Memory>(&mut self, mem: &mut M, buf: &mut [u8]) -> Option<Transmit> {
-        if self.state != QpState::Rts {
+        if self.state != QpState::Rts || self.req.fault_wait {
             return None;
         }
         let seq = self.req.req_seq;
@@ -68,6 +68,12 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             // (e.g. an invalid L_Key in the gather list) is class B.
             let st = match e {
                 SgError::Length => WcStatus::LocLenErr,
+                // Memory on demand not present: nothing sent, the WQE
+                // waits for its pages.
+                SgError::Mem(MemError::Fault) => {
+                    self.req.fault_wait = true;
+                    return None;
+                }
                 SgError::Mem(_) => WcStatus::LocProtErr,
             };
             self.ud_local_error(seq, st);
@@ -133,6 +139,12 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let grh = net.grh();
         let res = sg::scatter(mem, self.pd, slot.wqe.sges(), 0, &grh)
             .and_then(|()| sg::scatter(mem, self.pd, slot.wqe.sges(), GRH_LEN as u64, rx.payload));
+        if let Err(SgError::Mem(MemError::Fault)) = res {
+            // The receive buffer is memory on demand, not present: the
+            // datagram is dropped (class D) and the WQE stays for the next
+            // one, which finds the pages faulted in.
+            return RxOutcome::Dropped;
+        }
         self.rq_next = seq.saturating_add(1);
         if res.is_err() {
             // Local QP error while executing (bad L_Key in the scatter

@@ -8,11 +8,11 @@
 //! QP to ERR, flushing the rest (IBTA: RC has no SQE state).
 
 use super::super::engine::{Qp, RecvSlot, RxOutcome, SendSlot};
-use super::super::memory::Memory;
+use super::super::memory::{MemError, Memory};
 use super::super::wire::packet::TransportPacket;
 use super::super::qp::QpState;
 use super::super::ring::Storage;
-use super::super::sg;
+use super::super::sg::{self, SgError};
 use super::super::verbs::{WcStatus, WrOpcode};
 use super::super::wire::{AethRepr, AethSyndrome, NakCode, Operation, Psn};
 use super::{ack_timeout_ns, rnr_timer_ns, MIN_CWND, RNR_RETRY_INFINITE, WINDOW};
@@ -299,9 +299,13 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         if rx.info.is_last() != is_last || rx.payload.len() != want as usize {
             return RxOutcome::Dropped;
         }
-        if sg::scatter(mem, self.pd, s.wqe.sges(), u64::from(off), rx.payload).is_err() {
-            self.fail(WcStatus::LocProtErr, 0);
-            return RxOutcome::Accepted;
+        match sg::scatter(mem, self.pd, s.wqe.sges(), u64::from(off), rx.payload) {
+            Ok(()) => {}
+            Err(SgError::Mem(MemError::Fault)) => return self.response_fault(psn),
+            Err(_) => {
+                self.fail(WcStatus::LocProtErr, 0);
+                return RxOutcome::Accepted;
+            }
         }
         if let Some(slot) = self.sq_at_mut(seq) {
             slot.resp_pkts = slot.resp_pkts.saturating_add(1);
@@ -320,6 +324,17 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         RxOutcome::Accepted
     }
 
+    /// A READ response or atomic ACK whose local buffer is memory on
+    /// demand not present: dropped, nothing completed; the requester goes
+    /// back to the request (`psn`) and sends it again once the glue has
+    /// faulted the pages in ([`Qp::fault_resolved`]). The responder
+    /// answers the READ again, or the duplicate atomic from its resource.
+    fn response_fault(&mut self, psn: Psn) -> RxOutcome {
+        self.req.fault_wait = true;
+        self.seek(psn);
+        RxOutcome::Dropped
+    }
+
     fn on_atomic_ack<M: Memory>(&mut self, now: u64, mem: &mut M, rx: &TransportPacket<'_>) -> RxOutcome {
         let psn = rx.headers.bth.psn;
         let Some(orig) = rx.headers.atomic_ack_eth.map(|a| a.orig_data) else {
@@ -331,9 +346,13 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         if !s.wqe.opcode.is_atomic() || s.first_psn != psn {
             return RxOutcome::Dropped;
         }
-        if sg::scatter(mem, self.pd, s.wqe.sges(), 0, &orig.to_ne_bytes()).is_err() {
-            self.fail(WcStatus::LocProtErr, 0);
-            return RxOutcome::Accepted;
+        match sg::scatter(mem, self.pd, s.wqe.sges(), 0, &orig.to_ne_bytes()) {
+            Ok(()) => {}
+            Err(SgError::Mem(MemError::Fault)) => return self.response_fault(psn),
+            Err(_) => {
+                self.fail(WcStatus::LocProtErr, 0);
+                return RxOutcome::Accepted;
+            }
         }
         self.complete_send(seq, WcStatus::Success, 0);
         self.comp.comp_seq = seq.saturating_add(1);

@@ -10,6 +10,7 @@ use super::super::memory::Memory;
 use super::super::wire::packet::{self, Headers};
 use super::super::qp::{QpState, QpType};
 use super::super::ring::Storage;
+use super::super::memory::MemError;
 use super::super::sg::{self, SgError};
 use super::super::verbs::{send_flags, WcStatus, WrOpcode};
 use super::super::wire::{AtomicEthRepr, FethRepr, IethRepr, ImmDtRepr, Opcode, Psn, RethRepr};
@@ -33,6 +34,33 @@ pub struct ReqState {
     pub(crate) rd_atomic: u8,
     /// Packets sent since the last AckReq.
     pub(crate) since_ack_req: u32,
+    /// A local buffer of the next packet is memory on demand whose pages
+    /// are not present ([`MemError::Fault`]): nothing is sent until the
+    /// glue has faulted them in ([`Qp::fault_resolved`]).
+    pub(crate) fault_wait: bool,
+}
+
+/// Why a requester step stopped without a packet.
+pub(crate) enum Stop {
+    /// The WQE completes with this status (class B).
+    Wc(WcStatus),
+    /// A local buffer's pages are not present: wait, change nothing.
+    Fault,
+}
+
+impl From<WcStatus> for Stop {
+    fn from(st: WcStatus) -> Self {
+        Stop::Wc(st)
+    }
+}
+
+/// The status of a local buffer's refusal, or the wait for its pages.
+pub(crate) fn sg_stop(e: SgError) -> Stop {
+    match e {
+        SgError::Length => Stop::Wc(WcStatus::LocLenErr),
+        SgError::Mem(MemError::Fault) => Stop::Fault,
+        SgError::Mem(_) => Stop::Wc(WcStatus::LocProtErr),
+    }
 }
 
 /// The BTH opcode of packet `first`/`last` of a SEND or RDMA WRITE.
@@ -83,25 +111,28 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     }
 
     /// Assigns PSNs to WQE `seq` after checking its local buffers.
-    fn start_wqe<M: Memory>(&mut self, mem: &mut M, seq: u64) -> Result<(), WcStatus> {
+    fn start_wqe<M: Memory>(&mut self, mem: &mut M, seq: u64) -> Result<(), Stop> {
         let slot = *self.sq_at(seq).ok_or(WcStatus::LocQpOpErr)?;
         let wqe = slot.wqe;
         let len = wqe.length().ok_or(WcStatus::LocLenErr)?;
         if len > MAX_MESSAGE {
-            return Err(WcStatus::LocLenErr);
+            return Err(WcStatus::LocLenErr.into());
         }
         let op = wqe.opcode;
         if op.is_atomic() {
             let space = wqe.sges().iter().fold(0u32, |a, s| a.saturating_add(s.length));
             if space < 8 {
-                return Err(WcStatus::LocLenErr);
+                return Err(WcStatus::LocLenErr.into());
             }
         }
         if !wqe.is_inline() {
             // Local buffers are validated before the first packet so a bad
             // L_Key fails the WQE before any byte reaches the wire.
             let write = op.is_read_or_atomic();
-            sg::check(mem, self.pd, wqe.sges(), write).map_err(|_| WcStatus::LocProtErr)?;
+            sg::check(mem, self.pd, wqe.sges(), write).map_err(|e| match e {
+                MemError::Fault => Stop::Fault,
+                _ => Stop::Wc(WcStatus::LocProtErr),
+            })?;
         }
         let npkts = if op.is_atomic() || op.is_placement() { 1 } else { packets(len, self.pmtu()) };
         let psn = self.req.next_psn;
@@ -161,6 +192,9 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             }
             self.comp.rnr_until = None;
         }
+        if self.req.fault_wait {
+            return None;
+        }
         loop {
             let seq = self.req.req_seq;
             if seq >= self.req.sent_seq {
@@ -185,8 +219,8 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 if !self.window_open() {
                     return None;
                 }
-                if let Err(st) = self.start_wqe(mem, seq) {
-                    self.req_error(seq, st);
+                if let Err(stop) = self.start_wqe(mem, seq) {
+                    self.req_stop(seq, stop);
                     return None;
                 }
             } else if self.sq_at(seq)?.wqe.opcode.is_local() {
@@ -199,8 +233,8 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             }
             let len = match self.build_request(mem, seq, buf) {
                 Ok(len) => len,
-                Err(st) => {
-                    self.req_error(seq, st);
+                Err(stop) => {
+                    self.req_stop(seq, stop);
                     return None;
                 }
             };
@@ -215,6 +249,15 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 self.comp.ack_deadline = ack_timeout_ns(self.attr.timeout).map(|t| now.saturating_add(t));
             }
             return Some(Transmit { len, ah: self.attr.ah, dest_qpn: self.attr.dest_qp_num });
+        }
+    }
+
+    /// A requester step that stopped: class B error, or the wait for a
+    /// local buffer's pages.
+    fn req_stop(&mut self, seq: u64, stop: Stop) {
+        match stop {
+            Stop::Wc(st) => self.req_error(seq, st),
+            Stop::Fault => self.req.fault_wait = true,
         }
     }
 
@@ -264,7 +307,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// advances. The slot is borrowed, not copied (it holds up to 512
     /// bytes of gather list or inline data): the requester state changes
     /// only after its last use.
-    fn build_request<M: Memory>(&mut self, mem: &mut M, seq: u64, buf: &mut [u8]) -> Result<usize, WcStatus> {
+    fn build_request<M: Memory>(&mut self, mem: &mut M, seq: u64, buf: &mut [u8]) -> Result<usize, Stop> {
         let fail = WcStatus::LocQpOpErr;
         let slot = self.sq_at(seq).ok_or(fail)?;
         let wqe = &slot.wqe;
@@ -305,7 +348,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             if plen > 0 {
                 let dst = buf.get_mut(hlen..hlen.checked_add(plen).ok_or(fail)?).ok_or(fail)?;
                 if !super::super::sg::copy_exact(dst, &wqe.compare_add.to_ne_bytes()) {
-                    return Err(fail);
+                    return Err(fail.into());
                 }
             }
             let next = slot.first_psn.wrapping_add(slot.npkts);
@@ -353,13 +396,10 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         if wqe.is_inline() {
             let src = wqe.inline_data().get(off as usize..end as usize).ok_or(WcStatus::LocLenErr)?;
             if !super::super::sg::copy_exact(payload, src) {
-                return Err(fail);
+                return Err(fail.into());
             }
         } else {
-            sg::gather(mem, self.pd, wqe.sges(), u64::from(off), payload).map_err(|e| match e {
-                SgError::Length => WcStatus::LocLenErr,
-                SgError::Mem(_) => WcStatus::LocProtErr,
-            })?;
+            sg::gather(mem, self.pd, wqe.sges(), u64::from(off), payload).map_err(sg_stop)?;
         }
         let total = packet::finish(buf, hlen, plen_us).map_err(|_| fail)?;
         self.req.since_ack_req = if h.bth.ack_req { 0 } else { since };

@@ -304,6 +304,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     }
 
     fn recv_send<M: Memory>(&mut self, mem: &mut M, rx: &TransportPacket<'_>) -> Step {
+        let took = !matches!(self.resp.cur, InProgress::Send { .. });
         let (seq, off) = match self.resp.cur {
             InProgress::Send { rq_seq, off } => (rq_seq, off),
             _ => {
@@ -321,6 +322,15 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         };
         match sg::scatter(mem, self.pd, slot.wqe.sges(), u64::from(off), rx.payload) {
             Ok(()) => {}
+            // The receive buffer is memory on demand, not present: RNR NAK
+            // (the requester sends the packet again after the timer), the
+            // WQE stays where it was, and the glue faults the pages in.
+            Err(SgError::Mem(MemError::Fault)) => {
+                if took {
+                    self.rq_next = seq;
+                }
+                return self.rnr(rx.headers.bth.psn);
+            }
             // Message longer than the receive buffers: invalid request,
             // the WQE completes with a local length error.
             Err(SgError::Length) => {
@@ -382,9 +392,14 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 if r.dma_len > super::MAX_MESSAGE {
                     return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
                 }
-                // The whole target range is checked before any byte lands.
-                if r.dma_len > 0 && mem.check(self.pd, Key::Remote(r.r_key), r.va, u64::from(r.dma_len), true).is_err() {
-                    return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError));
+                // The whole target range is checked before any byte lands
+                // (memory on demand: and present, else RNR NAK).
+                if r.dma_len > 0 {
+                    match mem.check(self.pd, Key::Remote(r.r_key), r.va, u64::from(r.dma_len), true) {
+                        Ok(()) => {}
+                        Err(MemError::Fault) => return self.rnr(rx.headers.bth.psn),
+                        Err(_) => return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError)),
+                    }
                 }
                 (r.va, r.r_key, r.dma_len, r.dma_len)
             }
@@ -399,8 +414,14 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         if rx.info.immediate && self.rq_next >= self.rq_end() {
             return self.rnr(rx.headers.bth.psn);
         }
-        if plen > 0 && mem.write(self.pd, Key::Remote(rkey), va, rx.payload).is_err() {
-            return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError));
+        if plen > 0 {
+            match mem.write(self.pd, Key::Remote(rkey), va, rx.payload) {
+                Ok(()) => {}
+                // Pages on demand went away since the first packet: RNR
+                // NAK for this one; nothing moved on.
+                Err(MemError::Fault) => return self.rnr(rx.headers.bth.psn),
+                Err(_) => return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError)),
+            }
         }
         if !last {
             self.resp.cur = InProgress::Write {
@@ -463,8 +484,12 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         if r.dma_len > super::MAX_MESSAGE {
             return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
         }
-        if r.dma_len > 0 && mem.check(self.pd, Key::Remote(r.r_key), r.va, u64::from(r.dma_len), false).is_err() {
-            return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError));
+        if r.dma_len > 0 {
+            match mem.check(self.pd, Key::Remote(r.r_key), r.va, u64::from(r.dma_len), false) {
+                Ok(()) => {}
+                Err(MemError::Fault) => return self.rnr(rx.headers.bth.psn),
+                Err(_) => return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError)),
+            }
         }
         // No free resource or queue slot: drop without moving ePSN; the
         // requester's timer resends.
@@ -507,6 +532,11 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         if self.resp.jobs.is_full() {
             return Step::Done(RxOutcome::Dropped);
         }
+        // Memory on demand not present: RNR NAK before a resource is
+        // taken (the other refusals are the atomic's own, below).
+        if let Err(MemError::Fault) = mem.check(self.pd, Key::Remote(a.r_key), a.va, 8, true) {
+            return self.rnr(rx.headers.bth.psn);
+        }
         let Some(i) = self.alloc_resource() else {
             return Step::Done(RxOutcome::Dropped);
         };
@@ -517,6 +547,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         };
         let orig = match result {
             Ok(v) => v,
+            Err(MemError::Fault) => return self.rnr(rx.headers.bth.psn),
             Err(MemError::Misaligned) => return Step::Fatal(Fatal::nak(NakCode::InvalidRequest)),
             Err(_) => return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError)),
         };
@@ -593,6 +624,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         };
         match result {
             Ok(()) => {}
+            Err(MemError::Fault) => return self.rnr(rx.headers.bth.psn),
             Err(MemError::Misaligned) => return invalid(),
             Err(_) => return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError)),
         }
@@ -751,6 +783,9 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         off: u32,
         buf: &mut [u8],
     ) -> Option<Transmit> {
+        if self.req.fault_wait {
+            return None;
+        }
         let r = *self.resp.res.get(usize::from(res))?;
         let plen = r.len.saturating_sub(off).min(self.pmtu());
         let end = off.saturating_add(plen);
@@ -769,7 +804,15 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let plen_us = plen as usize;
         let hlen = packet::emit_headers(&h, plen_us, buf).ok()?;
         let payload = buf.get_mut(hlen..hlen.checked_add(plen_us)?)?;
-        if plen > 0 && mem.read(self.pd, Key::Remote(r.rkey), r.va.wrapping_add(u64::from(off)), payload).is_err() {
+        let got = if plen > 0 { mem.read(self.pd, Key::Remote(r.rkey), r.va.wrapping_add(u64::from(off)), payload) } else { Ok(()) };
+        if let Err(MemError::Fault) = got {
+            // Pages on demand went away since the request was checked: the
+            // response waits (with the QP's requester) until the glue has
+            // faulted them in.
+            self.req.fault_wait = true;
+            return None;
+        }
+        if got.is_err() {
             // The region went away under the READ: remote access error.
             let _ = self.fatal(psn, Fatal::nak(NakCode::RemoteAccessError));
             let (p, s) = self.resp.final_nak.take()?;

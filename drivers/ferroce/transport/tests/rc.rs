@@ -1160,3 +1160,131 @@ fn rc_flush_needs_the_placement_rights_of_qp_and_region_and_completes_empty() {
         assert_eq!(aeth(&resp[0]).0, AethSyndrome::Nak(NakCode::InvalidRequest), "{placement} {selectivity}");
     }
 }
+
+// --- memory on demand (MemError::Fault): nothing touched, retried later ---
+
+#[test]
+fn rc_odp_absent_receive_buffer_is_rnr_naked_and_the_wqe_stays() {
+    let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, min_rnr_timer: 1, ..RcParams::default() });
+    post_recvs(&mut r, 1);
+    r.mb.region_mut(r.dst).absent = true;
+    r.a.post_send(&send(&r, 1, 600)).unwrap();
+    let pk = drain_tx(&mut r.a, 0, &mut r.ma);
+    assert_eq!(pk.len(), 3);
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &pk[0]), RxOutcome::Nak);
+    let out = drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(aeth(&out[0]).0, AethSyndrome::RnrNak { timer: 1 });
+    assert_eq!(p(&out[0]).headers.bth.psn.value(), PSN_A);
+    assert!(r.mb.faults > 0);
+    assert!(r.b.poll_recv_cq().is_none());
+    deliver(&mut r.a, 0, &mut r.ma, &out[0]);
+    // The glue faults the pages in; after the RNR timer the message is
+    // sent again and lands in the same receive WQE.
+    r.mb.region_mut(r.dst).absent = false;
+    r.a.on_timer(1_000_000);
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 1_000_000);
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::Success);
+    let c = r.b.poll_recv_cq().unwrap();
+    assert_eq!((c.wr_id, c.status, c.byte_len), (0, WcStatus::Success, 600));
+    assert_eq!(r.mb.bytes(r.dst, 0, 600), r.ma.bytes(r.src, 0, 600));
+}
+
+#[test]
+fn rc_odp_absent_middle_packet_target_is_rnr_naked_there_and_resumed() {
+    let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, min_rnr_timer: 1, ..RcParams::default() });
+    r.a.post_send(&write(&r, 1, 600, 0x3_0000)).unwrap();
+    let pk = drain_tx(&mut r.a, 0, &mut r.ma);
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &pk[0]), RxOutcome::Accepted);
+    // The pages go (an invalidation) between the first and second packet.
+    r.mb.region_mut(r.tgt).absent = true;
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &pk[1]), RxOutcome::Nak);
+    let out = drain_tx(&mut r.b, 0, &mut r.mb);
+    let nak = out.iter().find(|x| matches!(aeth(x).0, AethSyndrome::RnrNak { .. })).expect("an RNR NAK");
+    assert_eq!(p(nak).headers.bth.psn.value(), PSN_A + 1);
+    deliver(&mut r.a, 0, &mut r.ma, nak);
+    r.mb.region_mut(r.tgt).absent = false;
+    r.a.on_timer(1_000_000);
+    let again = drain_tx(&mut r.a, 1_000_000, &mut r.ma);
+    assert_eq!(p(&again[0]).headers.bth.psn.value(), PSN_A + 1, "resumed at the NAKed packet");
+    for x in &again {
+        deliver(&mut r.b, 1_000_000, &mut r.mb, x);
+    }
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 1_000_000);
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::Success);
+    assert_eq!(r.mb.bytes(r.tgt, 0, 600), r.ma.bytes(r.src, 0, 600));
+}
+
+#[test]
+fn rc_odp_absent_read_and_atomic_targets_are_rnr_naked_not_executed() {
+    for i in 0..2 {
+        let mut rr = setup_with(RcParams { mtu: Mtu::Mtu256, min_rnr_timer: 1, ..RcParams::default() });
+        let w = if i == 0 {
+            read(&rr, 1, 300, 0x1_8000, 0x3_0100)
+        } else {
+            let mut fa = send_wr(2, WrOpcode::AtomicFetchAndAdd, &[(0x1_9000, 8, rr.src)]);
+            fa.remote_addr = 0x3_1000;
+            fa.rkey = rr.tgt;
+            fa.compare_add = 5;
+            fa
+        };
+        let before = rr.mb.bytes(rr.tgt, 0x1000, 8).to_vec();
+        rr.mb.region_mut(rr.tgt).absent = true;
+        rr.a.post_send(&w).unwrap();
+        let pk = drain_tx(&mut rr.a, 0, &mut rr.ma);
+        assert_eq!(deliver(&mut rr.b, 0, &mut rr.mb, &pk[0]), RxOutcome::Nak, "request {i}");
+        let out = drain_tx(&mut rr.b, 0, &mut rr.mb);
+        assert_eq!(out.len(), 1, "only the NAK, no response");
+        assert!(matches!(aeth(&out[0]).0, AethSyndrome::RnrNak { .. }));
+        assert_eq!(rr.mb.bytes(rr.tgt, 0x1000, 8), &before[..], "nothing executed");
+        deliver(&mut rr.a, 0, &mut rr.ma, &out[0]);
+        rr.mb.region_mut(rr.tgt).absent = false;
+        rr.a.on_timer(1_000_000);
+        exchange(&mut rr.a, &mut rr.ma, &mut rr.b, &mut rr.mb, 1_000_000);
+        assert_eq!(rr.a.poll_send_cq().unwrap().status, WcStatus::Success, "request {i}");
+    }
+}
+
+#[test]
+fn rc_odp_absent_gather_list_waits_without_sending_then_resumes() {
+    let mut r = setup();
+    post_recvs(&mut r, 1);
+    r.ma.region_mut(r.src).absent = true;
+    r.a.post_send(&send(&r, 1, 600)).unwrap();
+    assert!(drain_tx(&mut r.a, 0, &mut r.ma).is_empty(), "nothing sent");
+    assert!(r.a.fault_waiting());
+    assert!(!r.a.may_transmit(0));
+    assert!(r.a.poll_send_cq().is_none(), "no completion, no error");
+    assert_eq!(r.a.state(), QpState::Rts);
+    r.ma.region_mut(r.src).absent = false;
+    r.a.fault_resolved();
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::Success);
+    assert_eq!(r.mb.bytes(r.dst, 0, 600), r.ma.bytes(r.src, 0, 600));
+}
+
+#[test]
+fn rc_odp_read_response_into_absent_buffer_is_dropped_and_asked_again() {
+    let mut r = setup();
+    r.a.post_send(&read(&r, 1, 600, 0x1_8000, 0x3_0100)).unwrap();
+    let req = drain_tx(&mut r.a, 0, &mut r.ma);
+    assert_eq!(req.len(), 1);
+    deliver(&mut r.b, 0, &mut r.mb, &req[0]);
+    let resp = drain_tx(&mut r.b, 0, &mut r.mb);
+    assert_eq!(resp.len(), 3);
+    // The local buffer's pages went after the request was sent.
+    r.ma.region_mut(r.src).absent = true;
+    assert_eq!(deliver(&mut r.a, 0, &mut r.ma, &resp[0]), RxOutcome::Dropped);
+    assert!(r.a.fault_waiting());
+    assert!(drain_tx(&mut r.a, 0, &mut r.ma).is_empty());
+    r.ma.region_mut(r.src).absent = false;
+    r.a.fault_resolved();
+    let again = drain_tx(&mut r.a, 0, &mut r.ma);
+    assert_eq!(p(&again[0]).headers.bth.opcode, Opcode::RC_RDMA_READ_REQUEST);
+    for x in &again {
+        deliver(&mut r.b, 0, &mut r.mb, x);
+    }
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    let c = r.a.poll_send_cq().unwrap();
+    assert_eq!((c.wr_id, c.status), (1, WcStatus::Success));
+    assert_eq!(r.ma.bytes(r.src, 0x8000, 600), r.mb.bytes(r.tgt, 0x100, 600));
+}

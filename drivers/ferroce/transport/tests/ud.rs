@@ -426,3 +426,27 @@ fn ud_takes_an_srq_wqe_only_for_a_datagram_it_accepts() {
     fresh.b.modify(&reset, ferroce_transport::qp::mask::STATE).unwrap();
     assert!(!fresh.b.takes_srq_wqe(&craft(QKEY, 64)), "a QP in RESET receives nothing");
 }
+
+#[test]
+fn ud_odp_absent_send_buffer_waits_and_absent_receive_buffer_drops_keeping_the_wqe() {
+    let mut u = setup();
+    u.ma.region_mut(u.src).absent = true;
+    u.a.post_send(&ud_send(1, 100, u.src, QKEY)).unwrap();
+    assert!(drain_tx(&mut u.a, 0, &mut u.ma).is_empty());
+    assert!(u.a.fault_waiting());
+    assert!(u.a.poll_send_cq().is_none());
+    u.ma.region_mut(u.src).absent = false;
+    u.a.fault_resolved();
+    let pk = drain_tx(&mut u.a, 0, &mut u.ma);
+    assert_eq!(pk.len(), 1);
+    assert_eq!(u.a.poll_send_cq().unwrap().status, WcStatus::Success);
+    u.b.post_recv(&recv_wr(7, &[(0x9000, 1100, u.dst)])).unwrap();
+    u.mb.region_mut(u.dst).absent = true;
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &pk[0]), RxOutcome::Dropped);
+    assert!(u.b.poll_recv_cq().is_none());
+    assert_eq!(u.b.state(), QpState::Rts);
+    u.mb.region_mut(u.dst).absent = false;
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &pk[0]), RxOutcome::Accepted);
+    let c = u.b.poll_recv_cq().unwrap();
+    assert_eq!((c.wr_id, c.status, c.byte_len), (7, WcStatus::Success, 140));
+}

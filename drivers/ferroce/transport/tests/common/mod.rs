@@ -18,6 +18,9 @@ pub struct Region {
     pub data: Vec<u8>,
     pub access: u32,
     pub valid: bool,
+    /// Memory on demand whose pages are not present: every access that
+    /// passes the checks answers `MemError::Fault` (and is counted).
+    pub absent: bool,
 }
 
 /// A fast-registration region (`alloc_mr`): `data` is its pages; the key
@@ -37,6 +40,8 @@ pub struct FastRegion {
 pub struct VecMemory {
     pub regions: Vec<Region>,
     pub fast: Vec<FastRegion>,
+    /// Accesses refused with `MemError::Fault`.
+    pub faults: u32,
 }
 
 /// The key of fast region `handle` with consumer byte `byte`.
@@ -47,7 +52,7 @@ pub fn fast_key(handle: u32, byte: u8) -> u32 {
 impl VecMemory {
     /// Registers `len` bytes at virtual address `base`; returns the key.
     pub fn register(&mut self, pd: u32, base: u64, len: usize, access: u32) -> u32 {
-        self.regions.push(Region { pd, base, data: vec![0; len], access, valid: true });
+        self.regions.push(Region { pd, base, data: vec![0; len], access, valid: true, absent: false });
         0x100 + self.regions.len() as u32 - 1
     }
 
@@ -110,6 +115,10 @@ impl VecMemory {
         let end = start.checked_add(len).ok_or(MemError::OutOfBounds)?;
         if end > r.data.len() as u64 {
             return Err(MemError::OutOfBounds);
+        }
+        if r.absent {
+            self.faults += 1;
+            return Err(MemError::Fault);
         }
         Ok((&mut r.data[..], start as usize))
     }
