@@ -648,3 +648,287 @@ module_param(test_local_queue_max, uint, 0444);
 MODULE_PARM_DESC(test_local_queue_max, "test only: packets the local queue holds (0: 4096)");
 
 u32 ferroce_test_local_queue_max(void) { return test_local_queue_max; }
+
+/*
+ * On-demand paging. A region of IB_ACCESS_ON_DEMAND pins nothing: the core's
+ * ib_umem_odp follows the process's page tables through an MMU interval
+ * notifier, and ferroce keeps its own table of the pages it may touch,
+ * pages[], written only by a fault that the notifier sequence proves
+ * current (under umem_mutex) and cleared by every invalidation before the
+ * core lets the pages go. The datapath (softirq, or a sender under the
+ * device's lock: it may not sleep) reads pages[] under `lock` and never
+ * faults: it reports a page absent, and a fault runs later in process
+ * context (ferroce_odp_fault), one at a time per region (`fault_lock`: the
+ * core's pfn_list is written by hmm_range_fault without umem_mutex).
+ */
+#include <linux/hmm.h>
+#include <linux/kref.h>
+#include <rdma/ib_umem_odp.h>
+
+#define FERROCE_ODP_WRITE 1UL
+
+struct ferroce_odp {
+	struct ib_umem_odp *umem;
+	struct kref ref;
+	struct mutex fault_lock;
+	spinlock_t lock;
+	/* Pages [bad_lo, bad_hi) could not be faulted in: an access to one of
+	 * them that finds it absent is refused, not retried. */
+	unsigned long bad_lo, bad_hi;
+	unsigned long npages;
+	unsigned long pages[]; /* struct page * | FERROCE_ODP_WRITE; 0: absent */
+};
+
+static bool ferroce_odp_invalidate(struct mmu_interval_notifier *mni,
+				   const struct mmu_notifier_range *range,
+				   unsigned long cur_seq)
+{
+	struct ib_umem_odp *umem = container_of(mni, struct ib_umem_odp, notifier);
+	struct ferroce_odp *o = umem->private;
+	unsigned long start, end, i;
+
+	if (!mmu_notifier_range_blockable(range))
+		return false;
+	mutex_lock(&umem->umem_mutex);
+	mmu_interval_set_seq(mni, cur_seq);
+	start = max_t(u64, ib_umem_start(umem), range->start);
+	end = min_t(u64, ib_umem_end(umem), range->end);
+	if (o && start < end) {
+		spin_lock_bh(&o->lock);
+		for (i = (start - ib_umem_start(umem)) >> PAGE_SHIFT;
+		     i < o->npages && i < (end - ib_umem_start(umem) + PAGE_SIZE - 1) >> PAGE_SHIFT; i++)
+			o->pages[i] = 0;
+		spin_unlock_bh(&o->lock);
+	}
+	if (start < end)
+		ib_umem_odp_unmap_dma_pages(umem, start, end);
+	mutex_unlock(&umem->umem_mutex);
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops ferroce_odp_ops = {
+	.invalidate = ferroce_odp_invalidate,
+};
+
+struct ferroce_odp *ferroce_odp_get(struct ib_device *dev, u64 start, u64 length, int access)
+{
+	struct ib_umem_odp *umem;
+	struct ferroce_odp *o;
+	unsigned long npages;
+
+	if (!IS_ENABLED(CONFIG_INFINIBAND_ON_DEMAND_PAGING))
+		return ERR_PTR(-EOPNOTSUPP);
+	/* One page size: the system's (no IB_ACCESS_HUGETLB). */
+	umem = ib_umem_odp_get(dev, start, length, access & ~IB_ACCESS_HUGETLB, &ferroce_odp_ops);
+	if (IS_ERR(umem))
+		return ERR_CAST(umem);
+	npages = (ib_umem_end(umem) - ib_umem_start(umem)) >> PAGE_SHIFT;
+	o = kvzalloc(struct_size(o, pages, npages), GFP_KERNEL_ACCOUNT);
+	if (!o) {
+		ib_umem_odp_release(umem);
+		return ERR_PTR(-ENOMEM);
+	}
+	o->umem = umem;
+	kref_init(&o->ref);
+	mutex_init(&o->fault_lock);
+	spin_lock_init(&o->lock);
+	o->npages = npages;
+	/* The notifier may run from here on; it finds the table empty. */
+	mutex_lock(&umem->umem_mutex);
+	umem->private = o;
+	mutex_unlock(&umem->umem_mutex);
+	return o;
+}
+
+void ferroce_odp_ref(struct ferroce_odp *o) { kref_get(&o->ref); }
+
+static void ferroce_odp_free(struct kref *ref)
+{
+	struct ferroce_odp *o = container_of(ref, struct ferroce_odp, ref);
+
+	/* Removes the notifier (waiting for a running invalidation) first. */
+	ib_umem_odp_release(o->umem);
+	mutex_destroy(&o->fault_lock);
+	kvfree(o);
+}
+
+void ferroce_odp_put(struct ferroce_odp *o)
+{
+	might_sleep();
+	kref_put(&o->ref, ferroce_odp_free);
+}
+
+/* Byte offset of the region's first byte in its first page. */
+u64 ferroce_odp_offset(const struct ferroce_odp *o)
+{
+	return o->umem->umem.address - ib_umem_start(o->umem);
+}
+
+int ferroce_odp_fault(struct ferroce_odp *o, u64 pos, u64 len, bool write, bool fault)
+{
+	struct ib_umem_odp *umem = o->umem;
+	unsigned long first, last, i;
+	int np;
+
+	might_sleep();
+	if (!len || pos >= (u64)o->npages << PAGE_SHIFT || len > ((u64)o->npages << PAGE_SHIFT) - pos)
+		return -EINVAL;
+	if (write && !umem->umem.writable)
+		return -EPERM;
+	first = pos >> PAGE_SHIFT;
+	last = (pos + len - 1) >> PAGE_SHIFT;
+	mutex_lock(&o->fault_lock);
+	np = ib_umem_odp_map_dma_and_lock(umem, ib_umem_start(umem) + pos, len,
+					  write ? HMM_PFN_WRITE : 0, fault);
+	if (np < 0) {
+		mutex_unlock(&o->fault_lock);
+		if (fault) {
+			spin_lock_bh(&o->lock);
+			o->bad_lo = first;
+			o->bad_hi = last + 1;
+			spin_unlock_bh(&o->lock);
+		}
+		return np;
+	}
+	/* umem_mutex held and the sequence checked: the pfns are current. */
+	spin_lock_bh(&o->lock);
+	for (i = first; i <= last; i++) {
+		unsigned long pfn = umem->map.pfn_list[i];
+
+		if ((pfn & HMM_PFN_VALID) && !(pfn & HMM_PFN_ERROR))
+			o->pages[i] = (unsigned long)hmm_pfn_to_page(pfn) |
+				      ((pfn & HMM_PFN_WRITE) ? FERROCE_ODP_WRITE : 0);
+		else
+			o->pages[i] = 0;
+	}
+	if (fault && o->bad_lo < o->bad_hi && first < o->bad_hi && last >= o->bad_lo)
+		o->bad_lo = o->bad_hi = 0;
+	spin_unlock_bh(&o->lock);
+	mutex_unlock(&umem->umem_mutex);
+	mutex_unlock(&o->fault_lock);
+	return 0;
+}
+
+struct ferroce_odp_prefetch {
+	struct work_struct work;
+	struct ferroce_odp *o;
+	u64 pos, len;
+	bool write, fault;
+};
+
+static void ferroce_odp_prefetch_work(struct work_struct *w)
+{
+	struct ferroce_odp_prefetch *p = container_of(w, struct ferroce_odp_prefetch, work);
+
+	/* Best effort (ibv_advise_mr without IBV_ADVISE_MR_FLAG_FLUSH). */
+	ferroce_odp_fault(p->o, p->pos, p->len, p->write, p->fault);
+	ferroce_odp_put(p->o);
+	kfree(p);
+}
+
+int ferroce_odp_prefetch_async(struct ferroce_odp *o, u64 pos, u64 len, bool write, bool fault)
+{
+	struct ferroce_odp_prefetch *p = kzalloc(sizeof(*p), GFP_KERNEL_ACCOUNT);
+
+	if (!p)
+		return -ENOMEM;
+	kref_get(&o->ref);
+	p->o = o;
+	p->pos = pos;
+	p->len = len;
+	p->write = write;
+	p->fault = fault;
+	INIT_WORK(&p->work, ferroce_odp_prefetch_work);
+	queue_work(ferroce_wq, &p->work);
+	return 0;
+}
+
+void ferroce_wq_flush(void) { flush_workqueue(ferroce_wq); }
+
+/* Under o->lock: whether [pos, pos + len) is in the table (writable with
+ * `write`): 0, -EAGAIN (absent: fault it in) or -EFAULT (absent, and its
+ * last fault failed). */
+static int ferroce_odp_check_locked(struct ferroce_odp *o, u64 pos, u64 len, bool write)
+{
+	unsigned long i, first, last;
+
+	if (!len)
+		return 0;
+	if (pos >= (u64)o->npages << PAGE_SHIFT || len > ((u64)o->npages << PAGE_SHIFT) - pos)
+		return -ERANGE;
+	first = pos >> PAGE_SHIFT;
+	last = (pos + len - 1) >> PAGE_SHIFT;
+	for (i = first; i <= last; i++) {
+		unsigned long p = o->pages[i];
+
+		if (!p || (write && !(p & FERROCE_ODP_WRITE)))
+			return (i >= o->bad_lo && i < o->bad_hi) ? -EFAULT : -EAGAIN;
+	}
+	return 0;
+}
+
+static struct page *ferroce_odp_page(struct ferroce_odp *o, u64 pos)
+{
+	return (struct page *)(o->pages[pos >> PAGE_SHIFT] & ~FERROCE_ODP_WRITE);
+}
+
+int ferroce_odp_present(struct ferroce_odp *o, u64 pos, u64 len, bool write)
+{
+	int r;
+
+	spin_lock_bh(&o->lock);
+	r = ferroce_odp_check_locked(o, pos, len, write);
+	spin_unlock_bh(&o->lock);
+	return r;
+}
+
+int ferroce_odp_copy(struct ferroce_odp *o, u64 pos, void *buf, u32 len, bool to_pages)
+{
+	u32 done = 0;
+	int r;
+
+	spin_lock_bh(&o->lock);
+	r = ferroce_odp_check_locked(o, pos, len, to_pages);
+	while (!r && done < len) {
+		u64 at = pos + done;
+		u32 in_page = at & (PAGE_SIZE - 1);
+		u32 n = min_t(u32, PAGE_SIZE - in_page, len - done);
+		void *va = kmap_local_page(ferroce_odp_page(o, at));
+
+		if (to_pages)
+			memcpy(va + in_page, buf + done, n);
+		else
+			memcpy(buf + done, va + in_page, n);
+		kunmap_local(va);
+		done += n;
+	}
+	spin_unlock_bh(&o->lock);
+	return r;
+}
+
+/* An 8-byte aligned word at pos: op 0 compare and swap, 1 fetch and add,
+ * 2 store (ATOMIC WRITE); *old is the value before. */
+int ferroce_odp_atomic(struct ferroce_odp *o, u64 pos, int op, u64 a, u64 b, u64 *old)
+{
+	int r;
+
+	if (pos & 7)
+		return -EINVAL;
+	spin_lock_bh(&o->lock);
+	r = ferroce_odp_check_locked(o, pos, 8, true);
+	if (!r) {
+		u64 *va = kmap_local_page(ferroce_odp_page(o, pos)) + (pos & (PAGE_SIZE - 1));
+
+		if (op == 0)
+			*old = cmpxchg64(va, a, b);
+		else if (op == 1)
+			*old = atomic64_fetch_add(a, (atomic64_t *)va);
+		else {
+			*old = 0;
+			smp_store_release(va, a);
+		}
+		kunmap_local(va);
+	}
+	spin_unlock_bh(&o->lock);
+	return r;
+}

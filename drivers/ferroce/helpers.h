@@ -164,4 +164,23 @@ struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs);
 u32 ferroce_crc32_le(u32 crc, const u8 *p, size_t len);
 void ferroce_usleep(unsigned long min_us, unsigned long max_us);
 
+
+/* --- on-demand paging (ib_umem_odp; helpers.c says how it is locked) --- */
+struct ferroce_odp;
+struct ferroce_odp *ferroce_odp_get(struct ib_device *dev, u64 start, u64 length, int access);
+void ferroce_odp_ref(struct ferroce_odp *o);
+/* Drops a reference; the last releases the umem (may sleep). */
+void ferroce_odp_put(struct ferroce_odp *o);
+u64 ferroce_odp_offset(const struct ferroce_odp *o);
+/* Process context: faults [pos, pos + len) of the region's pages in (fault
+ * false: takes only the pages present) and enters them in its table. */
+int ferroce_odp_fault(struct ferroce_odp *o, u64 pos, u64 len, bool write, bool fault);
+int ferroce_odp_prefetch_async(struct ferroce_odp *o, u64 pos, u64 len, bool write, bool fault);
+/* Any context: 0, -EAGAIN (a page absent), -EFAULT (its fault failed),
+ * -ERANGE, -EINVAL (a misaligned atomic). */
+int ferroce_odp_present(struct ferroce_odp *o, u64 pos, u64 len, bool write);
+int ferroce_odp_copy(struct ferroce_odp *o, u64 pos, void *buf, u32 len, bool to_pages);
+int ferroce_odp_atomic(struct ferroce_odp *o, u64 pos, int op, u64 a, u64 b, u64 *old);
+void ferroce_wq_flush(void);
+
 #endif /* FERROCE_HELPERS_H */

@@ -81,6 +81,12 @@ check "QP asynchronous events (qp_events)" build/userspace/tests/qp_events fr0 "
 # Invalidate, the bind errors, EBUSY deregistration, a process exiting with
 # bound windows
 check "memory windows (mw)" build/userspace/tests/mw fr0 "$G"
+# Memory on demand (issue 20): registration faults nothing in; SEND, WRITE,
+# READ and atomics between regions whose pages are dropped before each
+# round (the MMU notifier, the RNR NAK and the requester's wait, the fault
+# work); a UD send; ibv_advise_mr and its errors; an unmapped region's
+# SEND fails with a local protection error
+check "memory on demand (odp)" build/userspace/tests/odp fr0 "$G"
 # An SRQ resized with receives posted: they stay, in order, and the new
 # size holds more
 check "SRQ resize with receives pending (srq_resize)" build/userspace/tests/srq_resize fr0 "$G"

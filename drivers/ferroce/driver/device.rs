@@ -8,7 +8,7 @@
 #![forbid(unsafe_code)]
 
 use crate::driver::quota::Kind;
-use crate::rdma::{device_cap, DeviceAttrs, NetDev, PortAttrs};
+use crate::rdma::{device_cap, odp_cap, DeviceAttrs, NetDev, OdpCaps, PortAttrs};
 use crate::driver::tables as state;
 use kernel::prelude::*;
 
@@ -90,6 +90,23 @@ pub(crate) fn device_attrs(node_guid: u64) -> DeviceAttrs {
         max_mcast_grp: Kind::Mcast.quota(),
         max_mcast_qp_attach: crate::transport::mcast::MAX_QP_ATTACH as u32,
         max_total_mcast_qp_attach: Kind::Mcast.quota(),
+        // Memory on demand for every RC operation and receive (an SRQ's
+        // too), and for UD and UC sends. A UD or UC message into absent
+        // pages is dropped (neither can be NAKed), so their receives and
+        // UC writes are not offered; nor implicit regions (the whole
+        // address space).
+        odp: Some(OdpCaps {
+            rc: odp_cap::SEND
+                | odp_cap::RECV
+                | odp_cap::WRITE
+                | odp_cap::READ
+                | odp_cap::ATOMIC
+                | odp_cap::SRQ_RECV
+                | odp_cap::FLUSH
+                | odp_cap::ATOMIC_WRITE,
+            uc: odp_cap::SEND,
+            ud: odp_cap::SEND,
+        }),
     }
 }
 

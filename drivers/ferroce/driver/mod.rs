@@ -11,6 +11,7 @@ pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod ferroce;
 mod mcast;
+mod odp;
 pub(crate) mod mr;
 pub(crate) mod pd;
 pub(crate) mod qp;
@@ -28,7 +29,7 @@ use crate::rdma::mr::{KernelMem, PageStage};
 use crate::rdma::object::{Cq, CqRef, Mr, Mw, Pd, Srq, SrqRef};
 use crate::rdma::qp::{Qp, QpAttrIn, QpInit, QpQuery, QpRef, SendWrs};
 use crate::rdma::udata::Udata;
-use crate::rdma::vtable::{CqAttr, Driver, SrqAttr};
+use crate::rdma::vtable::{Advice, CqAttr, Driver, SrqAttr};
 use crate::rdma::wr::{AhAttr, RecvWrs, WcSink};
 use crate::rdma::{DeviceAttrs, NetDev, PortAttrs};
 use tables::DevState;
@@ -231,5 +232,13 @@ impl Driver for Ferroce {
 
     fn device_work(dev: &FerroceDevice) {
         sched::device_work(dev)
+    }
+
+    fn fault_work(dev: &FerroceDevice) {
+        odp::fault_work(dev)
+    }
+
+    fn advise_mr(pd: &Pd<'_, Self>, advice: Advice, sync: bool, sges: &[(u64, u32, u32)]) -> Result {
+        odp::advise_mr(pd, advice, sync, sges)
     }
 }

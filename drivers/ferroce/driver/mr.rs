@@ -8,7 +8,7 @@
 
 use super::ferroce::Ferroce;
 use crate::driver::quota::{self, Charge, Kind};
-use crate::rdma::mr::{KernelMem, PageStage, Umem, ACCESS_OPTIONAL};
+use crate::rdma::mr::{KernelMem, Odp, PageStage, Umem, UserMem, ACCESS_ON_DEMAND, ACCESS_OPTIONAL};
 use crate::rdma::object::{Mr, Mw, Pd};
 use crate::rdma::udata::Udata;
 use crate::rdma::eopnotsupp;
@@ -41,9 +41,10 @@ const MR_ACCESS: u32 = access::LOCAL_WRITE
 
 /// The access bits of a registration: `EOPNOTSUPP` for a capability
 /// ferroce lacks (optional bits are ignored), `EINVAL` for remote write or
-/// atomic access without local write (IBTA).
+/// atomic access without local write (IBTA). On demand is how a process's
+/// region is registered, not a right of it: not in the result.
 pub(crate) fn check_access(a: u32) -> Result<u32> {
-    if a & !(MR_ACCESS | ACCESS_OPTIONAL) != 0 {
+    if a & !(MR_ACCESS | ACCESS_OPTIONAL | ACCESS_ON_DEMAND) != 0 {
         return Err(eopnotsupp());
     }
     let a = a & MR_ACCESS;
@@ -84,10 +85,21 @@ pub(super) fn reg_user(
     let dev = pd.device();
     // Given back (dropped) if anything below fails.
     let charge = quota::charge(pd.data().account(), Kind::Mr)?;
-    let offset = (start % PAGE_SIZE as u64) as usize;
-    let npages = usize::try_from((offset as u64 + length).div_ceil(PAGE_SIZE as u64)).map_err(|_| EINVAL)?;
-    // Unpinned (dropped) if anything below fails.
-    let pages = Umem::get(dev, start, length, acc, npages)?;
+    let (pages, offset) = if acc & ACCESS_ON_DEMAND != 0 {
+        // Implicit on demand (the whole address space) is not offered:
+        // odp_caps does not announce it.
+        if start == 0 && length == u64::MAX {
+            return Err(eopnotsupp());
+        }
+        let odp = Odp::get(dev, start, length, acc)?;
+        let offset = odp.offset();
+        (UserMem::Odp(odp), offset)
+    } else {
+        let offset = (start % PAGE_SIZE as u64) as usize;
+        let npages = usize::try_from((offset as u64 + length).div_ceil(PAGE_SIZE as u64)).map_err(|_| EINVAL)?;
+        // Unpinned (dropped) if anything below fails.
+        (UserMem::Pinned(Umem::get(dev, start, length, acc, npages)?), offset)
+    };
     let entry = MrEntry {
         pd: pd.data().handle,
         access: granted,

@@ -174,6 +174,9 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
             cq_next: [None; 2],
             due_listed: false,
             due_next: None,
+            fault: None,
+            fault_listed: false,
+            fault_next: None,
         },
     );
     for i in [scq, rcq] {
@@ -289,6 +292,7 @@ pub(super) fn destroy(qp: &Qp<'_, Ferroce>) -> Result {
         let mut st = dev.state.lock();
         st.unlink_cq_waiters(qp.qpn());
         st.unlink_qp_due(qp.qpn());
+        st.unlink_qp_fault(qp.qpn());
         let mut entry = st.qps.get_mut(qp.qpn() as usize).and_then(|s| s.take());
         if let Some(e) = &entry {
             for i in [e.send_cq, e.recv_cq] {

@@ -179,6 +179,8 @@ pub(super) fn rx_locked(
         RxOutcome::Dropped => dev.count(Counter::RxDropped),
         RxOutcome::Nak => dev.count(Counter::RxNak),
     }
+    let at = mem.fault.take();
+    crate::driver::odp::want(dev, &mut st.qp_fault, e, qpn, at);
     let rc = e.qp.qp_type() == QpType::Rc;
     drain(dev, st, qpn, ipv, notify);
     // The send side runs only when it may have something to do: most

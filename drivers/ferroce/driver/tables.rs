@@ -22,7 +22,7 @@ use crate::transport::shared_ring;
 use crate::transport::table::alloc_slot;
 use crate::transport::wire::{Bth, Psn, Transport};
 use crate::rdma::mmap::{ring_cqe, RingCqe, RingRqWqe, UserRing, RING_CQ_WAITING};
-use crate::rdma::mr::{KernelMem, Umem};
+use crate::rdma::mr::{KernelMem, Odp, UserMem};
 use crate::rdma::object::{CqRef, SrqRef};
 use crate::rdma::qp::QpRef;
 use crate::rdma::wr::QpToken;
@@ -125,6 +125,24 @@ pub(crate) struct QpEntry {
     /// left (`DevState::qp_due`), and the next QP in it.
     pub(crate) due_listed: bool,
     pub(crate) due_next: Option<u32>,
+    /// The pages of memory on demand its last access found absent, for
+    /// the device's fault work; in the device's list of QPs waiting for
+    /// it (`DevState::qp_fault`), and the next QP in it.
+    pub(crate) fault: Option<FaultAt>,
+    pub(crate) fault_listed: bool,
+    pub(crate) fault_next: Option<u32>,
+}
+
+/// Pages of memory on demand an access found absent: `len` bytes from
+/// `pos` of the pages of the region whose key was `key` (looked up again
+/// by the fault work: the region may be gone by then), writable with
+/// `write`.
+#[derive(Clone, Copy)]
+pub(crate) struct FaultAt {
+    pub(crate) key: u32,
+    pub(crate) pos: usize,
+    pub(crate) len: usize,
+    pub(crate) write: bool,
 }
 
 /// A node of a CQ's list of QPs whose completions wait for room: the send
@@ -608,9 +626,10 @@ pub(crate) enum MrKind {
     /// Kernel virtual addresses (get_dma_mr): only kernel QPs, in the
     /// kernel's PD, can name it.
     Dma(KernelMem),
-    /// Pinned user pages; `offset` is the region's start within the first.
-    /// Dropped (unpinned, which may sleep) only without the device lock.
-    User { pages: Umem, offset: usize },
+    /// A process's pages, pinned or on demand; `offset` is the region's
+    /// start within the first. Dropped (unpinned, or the umem released,
+    /// which may sleep) only without the device lock.
+    User { pages: UserMem, offset: usize },
     /// A fast-registration region (`alloc_mr`), kernel QPs only: the page
     /// list `map_mr_sg` stored (kernel virtual addresses, ferroce's DMA
     /// addresses, each the start of `page_size` contiguous bytes) and the
@@ -751,6 +770,10 @@ pub(crate) struct DevState {
     /// takes them from here, never by a scan of the tables.
     pub(crate) cq_due: Option<u32>,
     pub(crate) qp_due: Option<u32>,
+    /// QPs whose access to memory on demand found pages absent (threaded
+    /// through `QpEntry::fault_next`): the device's fault work takes them
+    /// from here.
+    pub(crate) qp_fault: Option<u32>,
     /// The multicast groups and the UD QPs attached to each.
     pub(crate) mcast: crate::transport::mcast::Groups<KVVec<crate::transport::mcast::Group>>,
     /// Where `net::kick` builds an RC packet for a QP of this same device,
@@ -860,6 +883,7 @@ impl DevState {
             accounts: crate::driver::quota::Accounts::new(),
             cq_due: None,
             qp_due: None,
+            qp_fault: None,
             mcast: {
                 use crate::transport::mcast::{Group, Groups, MAX_GROUPS};
                 let mut v = KVVec::with_capacity(MAX_GROUPS, GFP_KERNEL_ACCOUNT)?;
@@ -994,27 +1018,68 @@ impl DevState {
     }
 
     /// Takes QP `qpn` out of the list of QPs with events due (its
-    /// destroy): a walk of the list, bounded by the QP table.
+    /// destroy).
     pub(crate) fn unlink_qp_due(&mut self, qpn: u32) {
-        let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return };
-        if !e.due_listed {
-            return;
+        unlink_qp(&mut self.qps, &mut self.qp_due, qpn, |e| (&mut e.due_listed, &mut e.due_next));
+    }
+
+    /// Takes QP `qpn` out of the list of QPs waiting for a fault (its
+    /// destroy).
+    pub(crate) fn unlink_qp_fault(&mut self, qpn: u32) {
+        unlink_qp(&mut self.qps, &mut self.qp_fault, qpn, |e| (&mut e.fault_listed, &mut e.fault_next));
+    }
+
+    /// Enters QP entry `e` (number `qpn`) in the list of QPs waiting for a
+    /// fault of `f`'s pages (the newest access's range replaces an older
+    /// one: each retry finds what is still absent).
+    pub(crate) fn want_fault(head: &mut Option<u32>, e: &mut QpEntry, qpn: u32, f: FaultAt) {
+        e.fault = Some(f);
+        if !e.fault_listed {
+            e.fault_listed = true;
+            e.fault_next = head.replace(qpn);
         }
-        e.due_listed = false;
-        let next = e.due_next.take();
-        if self.qp_due == Some(qpn) {
-            self.qp_due = next;
-            return;
+    }
+
+    /// The next QP waiting for a fault, out of the list, with its range.
+    pub(crate) fn next_fault(&mut self) -> Option<(u32, Option<FaultAt>)> {
+        let qpn = self.qp_fault?;
+        let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else {
+            // Cannot be (destroy unlinks): the list ends here.
+            self.qp_fault = None;
+            return None;
+        };
+        self.qp_fault = e.fault_next.take();
+        e.fault_listed = false;
+        Some((qpn, e.fault.take()))
+    }
+
+    /// The on-demand memory and the position of `len` bytes at `addr` of
+    /// the region of L_Key `lkey` in PD `pd` (`ibv_advise_mr`): `EINVAL`
+    /// for no such region of the PD, one not on demand or a range outside
+    /// it, `EPERM` for `write` to a region without local write.
+    pub(crate) fn odp_range(&self, pd: u32, lkey: u32, addr: u64, len: u32, write: bool) -> Result<(Odp, usize)> {
+        let Some(mr) = self.mrs.get((lkey >> 8) as usize).and_then(|m| m.as_ref()) else { return Err(EINVAL) };
+        let MrKind::User { pages: UserMem::Odp(odp), offset } = &mr.kind else { return Err(EINVAL) };
+        if mr.key != lkey || mr.pd != pd {
+            return Err(EINVAL);
         }
-        let mut cur = self.qp_due;
-        for _ in 0..self.qps.len() {
-            let Some(c) = cur else { break };
-            let Some(p) = self.qps.get_mut(c as usize).and_then(|e| e.as_deref_mut()) else { break };
-            if p.due_next == Some(qpn) {
-                p.due_next = next;
-                break;
-            }
-            cur = p.due_next;
+        let off = addr.checked_sub(mr.iova).ok_or(EINVAL)?;
+        if off.checked_add(u64::from(len)).is_none_or(|end| end > mr.length) {
+            return Err(EINVAL);
+        }
+        if write && mr.access & crate::transport::verbs::access::LOCAL_WRITE == 0 {
+            return Err(EPERM);
+        }
+        let pos = user_pos(off, *offset).map_err(|_| EINVAL)?;
+        Ok((odp.clone(), pos))
+    }
+
+    /// The on-demand memory of the region whose key is `key`, if it is
+    /// still that region's, for a fault outside the lock.
+    pub(crate) fn odp_of(&self, key: u32) -> Option<Odp> {
+        match self.mrs.get((key >> 8) as usize).and_then(|m| m.as_ref()) {
+            Some(MrEntry { key: k, kind: MrKind::User { pages, .. }, .. }) if *k == key => pages.odp().cloned(),
+            _ => None,
         }
     }
 
@@ -1074,6 +1139,39 @@ impl DevState {
     }
 }
 
+/// Takes QP `qpn` out of a singly linked list of QPs whose head is `head`
+/// and whose "listed" flag and next node `link` names: a walk of the
+/// list, bounded by the QP table.
+fn unlink_qp(
+    qps: &mut [Option<KBox<QpEntry>>],
+    head: &mut Option<u32>,
+    qpn: u32,
+    link: impl Fn(&mut QpEntry) -> (&mut bool, &mut Option<u32>),
+) {
+    let Some(e) = qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return };
+    let (listed, next) = link(e);
+    if !*listed {
+        return;
+    }
+    *listed = false;
+    let next = next.take();
+    if *head == Some(qpn) {
+        *head = next;
+        return;
+    }
+    let mut cur = *head;
+    for _ in 0..qps.len() {
+        let Some(c) = cur else { break };
+        let Some(p) = qps.get_mut(c as usize).and_then(|e| e.as_deref_mut()) else { break };
+        let (_, pn) = link(p);
+        if *pn == Some(qpn) {
+            *pn = next;
+            break;
+        }
+        cur = *pn;
+    }
+}
+
 /// Who owns a PD: the kernel, or a process (its QPs never reach the
 /// kernel's regions).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -1093,12 +1191,24 @@ pub(crate) struct Mem<'a> {
     /// The QP's number: a type 2B window is bound to, reached through and
     /// invalidated by one QP.
     pub(crate) qpn: u32,
+    /// The pages of memory on demand the last refused access needed
+    /// ([`MemError::Fault`]): the glue hands them to the fault work.
+    pub(crate) fault: Option<FaultAt>,
 }
 
 impl<'a> Mem<'a> {
     /// The view for QP entry `e`.
     pub(crate) fn of(mrs: &'a mut [Option<MrEntry>], dev: &'a crate::driver::ferroce::FerroceDevice, e: &QpEntry) -> Self {
-        Mem { mrs, dev, user: e.rings.is_some(), qpn: e.qp.qpn() }
+        Mem { mrs, dev, user: e.rings.is_some(), qpn: e.qp.qpn(), fault: None }
+    }
+
+    /// Notes the pages an access to memory on demand found absent.
+    fn noted<T>(&mut self, r: core::result::Result<T, MemError>, at: Option<FaultAt>) -> core::result::Result<T, MemError> {
+        if let (Err(MemError::Fault), Some(at)) = (&r, at) {
+            self.dev.count(crate::rdma::Counter::OdpAbsent);
+            self.fault = Some(at);
+        }
+        r
     }
 }
 
@@ -1132,6 +1242,7 @@ impl Mem<'_> {
                 MemError::PdMismatch => Counter::MemBadPd,
                 MemError::AccessDenied => Counter::MemNoAccess,
                 MemError::OutOfBounds | MemError::Misaligned => Counter::MemOutOfBounds,
+                MemError::Fault => Counter::OdpAbsent,
             })
         })
     }
@@ -1172,32 +1283,51 @@ fn user_pos(off: u64, first: usize) -> core::result::Result<usize, MemError> {
 impl Memory for Mem<'_> {
     fn read(&mut self, pd: u32, key: Key, va: u64, dst: &mut [u8]) -> core::result::Result<(), MemError> {
         let mr = self.lookup(pd, key, va, dst.len() as u64, false)?;
-        match &mr.kind {
+        let (r, at) = match &mr.kind {
             MrKind::Dma(mem) => {
                 mem.read(va, dst);
-                Ok(())
+                (Ok(()), None)
             }
-            MrKind::User { pages, offset } => pages.read(user_pos(va - mr.iova, *offset)?, dst),
-            MrKind::Fast(f) => f.read(va - mr.iova, dst),
-            MrKind::Window(_) => Err(MemError::InvalidKey),
-        }
+            MrKind::User { pages, offset } => {
+                let pos = user_pos(va - mr.iova, *offset)?;
+                (pages.read(pos, dst), Some(FaultAt { key: mr.key, pos, len: dst.len(), write: false }))
+            }
+            MrKind::Fast(f) => (f.read(va - mr.iova, dst), None),
+            MrKind::Window(_) => (Err(MemError::InvalidKey), None),
+        };
+        self.noted(r, at)
     }
 
     fn write(&mut self, pd: u32, key: Key, va: u64, src: &[u8]) -> core::result::Result<(), MemError> {
         let mr = self.lookup(pd, key, va, src.len() as u64, true)?;
-        match &mr.kind {
+        let (r, at) = match &mr.kind {
             MrKind::Dma(mem) => {
                 mem.write(va, src);
-                Ok(())
+                (Ok(()), None)
             }
-            MrKind::User { pages, offset } => pages.write(user_pos(va - mr.iova, *offset)?, src),
-            MrKind::Fast(f) => f.write(va - mr.iova, src),
-            MrKind::Window(_) => Err(MemError::InvalidKey),
-        }
+            MrKind::User { pages, offset } => {
+                let pos = user_pos(va - mr.iova, *offset)?;
+                (pages.write(pos, src), Some(FaultAt { key: mr.key, pos, len: src.len(), write: true }))
+            }
+            MrKind::Fast(f) => (f.write(va - mr.iova, src), None),
+            MrKind::Window(_) => (Err(MemError::InvalidKey), None),
+        };
+        self.noted(r, at)
     }
 
+    /// Key, PD, rights and bounds; for memory on demand, also whether the
+    /// pages are present now (else [`MemError::Fault`], noted).
     fn check(&mut self, pd: u32, key: Key, va: u64, len: u64, write: bool) -> core::result::Result<(), MemError> {
-        self.lookup(pd, key, va, len, write).map(|_| ())
+        let mr = self.lookup(pd, key, va, len, write)?;
+        let (r, at) = match &mr.kind {
+            MrKind::User { pages: p @ UserMem::Odp(_), offset } => {
+                let pos = user_pos(va - mr.iova, *offset)?;
+                let n = usize::try_from(len).map_err(|_| MemError::OutOfBounds)?;
+                (p.present(pos, len, write), Some(FaultAt { key: mr.key, pos, len: n, write }))
+            }
+            _ => (Ok(()), None),
+        };
+        self.noted(r, at)
     }
 
     fn compare_swap(&mut self, pd: u32, rkey: u32, va: u64, compare: u64, swap: u64) -> core::result::Result<u64, MemError> {
@@ -1364,7 +1494,7 @@ impl Mem<'_> {
         va: u64,
         rmw: bool,
         on_kernel: impl FnOnce(&KernelMem, u64) -> core::result::Result<u64, MemError>,
-        on_user: impl FnOnce(&Umem, usize) -> core::result::Result<u64, MemError>,
+        on_user: impl FnOnce(&UserMem, usize) -> core::result::Result<u64, MemError>,
     ) -> core::result::Result<u64, MemError> {
         if !va.is_multiple_of(8) {
             return Err(MemError::Misaligned);
@@ -1372,7 +1502,12 @@ impl Mem<'_> {
         let mr = self.lookup_need(pd, Key::Remote(rkey), va, 8, true, rmw)?;
         match &mr.kind {
             MrKind::Dma(mem) => on_kernel(mem, va),
-            MrKind::User { pages, offset } => on_user(pages, user_pos(va - mr.iova, *offset)?),
+            MrKind::User { pages, offset } => {
+                let pos = user_pos(va - mr.iova, *offset)?;
+                let at = FaultAt { key: mr.key, pos, len: 8, write: true };
+                let r = on_user(pages, pos);
+                self.noted(r, Some(at))
+            }
             MrKind::Fast(f) => {
                 let (addr, run) = f.at(va - mr.iova)?;
                 // Pages are at least PAGE_SIZE aligned, `va` is 8-aligned,

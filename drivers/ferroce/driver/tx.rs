@@ -204,6 +204,8 @@ pub(super) fn build(dev: &FerroceDevice, st: &mut DevState, qpn: u32, now: u64, 
         b.push(Ready { skb, len: t.len, av, sport });
         sent = sent.saturating_add(1);
     }
+    let at = mem.fault.take();
+    crate::driver::odp::want(dev, &mut st.qp_fault, e, qpn, at);
     sent
 }
 
@@ -243,7 +245,10 @@ fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, path: Option<&
         let mtu = e.qp.attr().path_mtu;
         let room = crate::transport::wire::packet::tx_buffer_len(mtu.bytes() as usize);
         let mut mem = Mem::of(&mut st.mrs, dev, e);
-        let Some(t) = buf.get_mut(..room).and_then(|b| e.qp.poll_transmit(now, &mut mem, b)) else { break };
+        let t = buf.get_mut(..room).and_then(|b| e.qp.poll_transmit(now, &mut mem, b));
+        let at = mem.fault.take();
+        crate::driver::odp::want(dev, &mut st.qp_fault, e, qpn, at);
+        let Some(t) = t else { break };
         let Some(pkt) = buf.get(..t.len) else { break };
         if e.note_request(Some(pkt)) {
             dev.count(Counter::TxRetransmit);

@@ -267,6 +267,29 @@ pub(crate) struct DeviceAttrs {
     pub(crate) max_mcast_grp: u32,
     pub(crate) max_mcast_qp_attach: u32,
     pub(crate) max_total_mcast_qp_attach: u32,
+    /// Memory on demand: `IBK_ON_DEMAND_PAGING` and the `odp_caps` below.
+    pub(crate) odp: Option<OdpCaps>,
+}
+
+/// What memory on demand serves (`ib_odp_caps`), per transport:
+/// `IB_ODP_SUPPORT_*` bits.
+pub(crate) struct OdpCaps {
+    pub(crate) rc: u32,
+    pub(crate) uc: u32,
+    pub(crate) ud: u32,
+}
+
+/// The `IB_ODP_SUPPORT_*` bits of one transport.
+pub(crate) mod odp_cap {
+    use super::b;
+    pub(crate) const SEND: u32 = b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND;
+    pub(crate) const RECV: u32 = b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV;
+    pub(crate) const WRITE: u32 = b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_WRITE;
+    pub(crate) const READ: u32 = b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_READ;
+    pub(crate) const ATOMIC: u32 = b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC;
+    pub(crate) const SRQ_RECV: u32 = b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV;
+    pub(crate) const FLUSH: u32 = b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_FLUSH;
+    pub(crate) const ATOMIC_WRITE: u32 = b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC_WRITE;
 }
 
 /// The `ib_device_cap_flags` a driver may claim in
@@ -342,9 +365,16 @@ pub(crate) enum Counter {
     RxAddrMismatch,
     /// A packet to this device found its local queue full (dropped).
     TxLocalFull,
+    /// An access to memory on demand found a page absent (nothing was
+    /// touched; the access is retried after a fault).
+    OdpAbsent,
+    /// Faults the device ran for memory on demand (its work item).
+    OdpFault,
+    /// Faults that failed (the range is refused until one succeeds).
+    OdpFaultFailed,
 }
 
-const NUM_COUNTERS: usize = 25;
+const NUM_COUNTERS: usize = 28;
 
 /// Counter names, in `Counter` order.
 static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered(UnsafeCell::new({
@@ -377,6 +407,9 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
         d(c"ring_doorbell"),
         d(c"rx_drop_addr_mismatch"),
         d(c"tx_drop_local_full"),
+        d(c"odp_absent"),
+        d(c"odp_faults"),
+        d(c"odp_fault_failed"),
     ]
 }));
 
@@ -400,6 +433,9 @@ pub(crate) struct Device<T: Driver> {
     local_queue: b::sk_buff_head,
     /// Continues a long local delivery in process context.
     local_work: b::work_struct,
+    /// Faults in the pages of memory on demand that the datapath found
+    /// absent ([`Driver::fault_work`]).
+    fault_work: b::work_struct,
 }
 
 impl<T: Driver> Device<T> {
@@ -432,6 +468,7 @@ impl<T: Driver> Device<T> {
         unsafe {
             b::ferroce_skbq_init(core::ptr::addr_of_mut!((*this).local_queue));
             b::ferroce_work_init(core::ptr::addr_of_mut!((*this).local_work), Some(net::device_work::<T>));
+            b::ferroce_work_init(core::ptr::addr_of_mut!((*this).fault_work), Some(fault_work::<T>));
             (*this).ndev = ndev.0;
         }
         // SAFETY: ours and unregistered: no one else reads it yet.
@@ -498,9 +535,28 @@ impl<T: Driver> Device<T> {
         unsafe { &*w.byte_sub(core::mem::offset_of!(Self, local_work)).cast::<Self>() }
     }
 
+    /// Queues the device's fault work ([`Driver::fault_work`]); any
+    /// context. A queued item that has not started runs once for all.
+    pub(crate) fn queue_fault_work(&self) {
+        // SAFETY: the work item is set up with the device and cancelled in
+        // `dealloc_driver`, before the device's memory goes.
+        unsafe { b::ferroce_work_queue(core::ptr::addr_of!(self.fault_work).cast_mut()) }
+    }
+
     pub(crate) fn next_ip_id(&self) -> u16 {
         self.ip_id.fetch_add(1, Ordering::Relaxed)
     }
+}
+
+/// The device's fault work item.
+///
+/// # Safety
+/// Only the kernel calls it, for the `fault_work` of a live device (it is
+/// cancelled before the device is freed).
+unsafe extern "C" fn fault_work<T: Driver>(w: *mut b::work_struct) {
+    // SAFETY: as above (container_of).
+    let dev = unsafe { &*w.byte_sub(core::mem::offset_of!(Device<T>, fault_work)).cast::<Device<T>>() };
+    T::fault_work(dev);
 }
 
 /// A random number from the kernel's generator (`get_random_u32`).
@@ -671,6 +727,10 @@ unsafe extern "C" fn dealloc_driver<T: Driver>(ibdev: *mut b::ib_device) {
     unsafe {
         let fdev = ibdev.cast::<Device<T>>();
         b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).local_work));
+        b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).fault_work));
+        // An asynchronous prefetch (`ibv_advise_mr`) holds its region's
+        // umem, whose release needs the device: let them finish first.
+        b::ferroce_wq_flush();
         b::ferroce_skbq_purge(core::ptr::addr_of_mut!((*fdev).local_queue));
         core::ptr::drop_in_place(core::ptr::addr_of_mut!((*fdev).state));
     }
@@ -767,6 +827,13 @@ unsafe extern "C" fn query_device<T: Driver>(
     out.max_total_mcast_qp_attach = int(a.max_total_mcast_qp_attach);
     if a.allow_user_unregister {
         out.kernel_cap_flags |= u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
+    }
+    if let Some(o) = &a.odp {
+        out.kernel_cap_flags |= u64::from(b::ib_kernel_cap_flags_IBK_ON_DEMAND_PAGING);
+        out.odp_caps.general_caps = u64::from(b::ib_odp_general_cap_bits_IB_ODP_SUPPORT);
+        out.odp_caps.per_transport_caps.rc_odp_caps = o.rc;
+        out.odp_caps.per_transport_caps.uc_odp_caps = o.uc;
+        out.odp_caps.per_transport_caps.ud_odp_caps = o.ud;
     }
     0
 }

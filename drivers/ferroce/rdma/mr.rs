@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Memory regions: the memory the transport reads and writes. A process's
-//! region is pinned pages ([`Umem`], copied through `kmap`); a kernel
+//! region is pinned pages ([`Umem`], copied through `kmap`) or memory on
+//! demand ([`Odp`]: nothing pinned, pages faulted in outside the
+//! datapath); a kernel
 //! consumer's regions are kernel virtual addresses ([`KernelMem`]), and the
 //! page list of its fast-registration regions is staged by the core
 //! ([`PageStage`]).
@@ -17,6 +19,9 @@ use kernel::prelude::*;
 /// Access bits a consumer may set that a device may ignore
 /// (`IB_ACCESS_OPTIONAL`).
 pub(crate) const ACCESS_OPTIONAL: u32 = b::ib_access_flags_IB_ACCESS_OPTIONAL;
+
+/// Registration on demand (`IB_ACCESS_ON_DEMAND`): nothing pinned.
+pub(crate) const ACCESS_ON_DEMAND: u32 = b::ib_access_flags_IB_ACCESS_ON_DEMAND;
 
 /// A process's memory, pinned (`ib_umem_get`) until dropped, and its
 /// pages. Dropping it may sleep: not under a spinlock.
@@ -133,6 +138,178 @@ impl Umem {
         // SAFETY: as in `compare_swap`.
         unsafe { b::ferroce_page_write64(page, off, value) };
         Ok(0)
+    }
+}
+
+/// A process's memory on demand (`IB_ACCESS_ON_DEMAND`): nothing pinned;
+/// the core's `ib_umem_odp` follows the process's page tables, and
+/// ferroce's table of the pages present is filled by [`Odp::fault`]
+/// (process context) and emptied by the MMU notifier before a page goes.
+/// The datapath never faults: an access to an absent page returns
+/// [`MemError::Fault`] and touches nothing; the driver faults the range in
+/// later and retries.
+///
+/// # Invariants
+/// `raw` holds one reference to a live `ferroce_odp`, dropped once, in
+/// `drop` (which may sleep: the last reference releases the umem).
+pub(crate) struct Odp {
+    raw: NonNull<b::ferroce_odp>,
+}
+
+// SAFETY: the C object is reference-counted and locked inside (helpers.c):
+// any thread may take or drop a reference and access it.
+unsafe impl Send for Odp {}
+// SAFETY: as above: every access through `&Odp` takes the object's lock.
+unsafe impl Sync for Odp {}
+
+/// Which of the C atomics `ferroce_odp_atomic` runs.
+#[derive(Clone, Copy)]
+enum OdpAtomic {
+    CompareSwap = 0,
+    FetchAdd = 1,
+    Store = 2,
+}
+
+impl Odp {
+    /// Registers `length` bytes from `start` of the calling process's
+    /// memory on demand (process context). Nothing is faulted in.
+    pub(crate) fn get<T: super::vtable::Driver>(dev: &Device<T>, start: u64, length: u64, access: u32) -> Result<Self> {
+        // SAFETY: a live device; the core checks the range and access.
+        let raw = kernel::error::from_err_ptr(unsafe {
+            b::ferroce_odp_get(dev.ib_ptr(), start, length, access as core::ffi::c_int)
+        })?;
+        // INVARIANT: a new object with our one reference.
+        Ok(Self { raw: NonNull::new(raw).ok_or(EFAULT)? })
+    }
+
+    /// The region's first byte's offset in its first page.
+    pub(crate) fn offset(&self) -> usize {
+        // SAFETY: a live object (the type invariant).
+        unsafe { b::ferroce_odp_offset(self.raw.as_ptr()) as usize }
+    }
+
+    /// Faults `len` bytes from `pos` (of the pages' range) in, writable
+    /// with `write`; `fault` false takes only pages already present (a
+    /// prefetch without faults). Process context: it sleeps.
+    pub(crate) fn fault(&self, pos: usize, len: usize, write: bool, fault: bool) -> Result {
+        // SAFETY: a live object; process context (the caller's contract,
+        // stated above).
+        kernel::error::to_result(unsafe { b::ferroce_odp_fault(self.raw.as_ptr(), pos as u64, len as u64, write, fault) })
+    }
+
+    /// As [`Odp::fault`], on the module's workqueue: returns at once.
+    pub(crate) fn prefetch_async(&self, pos: usize, len: usize, write: bool, fault: bool) -> Result {
+        // SAFETY: a live object; the work item takes its own reference.
+        kernel::error::to_result(unsafe {
+            b::ferroce_odp_prefetch_async(self.raw.as_ptr(), pos as u64, len as u64, write, fault)
+        })
+    }
+
+    /// The C answer of an access as the engine's error.
+    fn result(r: core::ffi::c_int) -> core::result::Result<(), MemError> {
+        match r {
+            0 => Ok(()),
+            r if r == EAGAIN.to_errno() => Err(MemError::Fault),
+            r if r == EINVAL.to_errno() => Err(MemError::Misaligned),
+            r if r == EFAULT.to_errno() => Err(MemError::AccessDenied),
+            _ => Err(MemError::OutOfBounds),
+        }
+    }
+
+    /// Whether `len` bytes from `pos` are present (and writable with
+    /// `write`): [`MemError::Fault`] when not.
+    pub(crate) fn present(&self, pos: usize, len: u64, write: bool) -> core::result::Result<(), MemError> {
+        // SAFETY: a live object; callable in any context.
+        Self::result(unsafe { b::ferroce_odp_present(self.raw.as_ptr(), pos as u64, len, write) })
+    }
+
+    fn copy(&self, pos: usize, buf: *mut u8, len: usize, to_pages: bool) -> core::result::Result<(), MemError> {
+        let len = u32::try_from(len).map_err(|_| MemError::OutOfBounds)?;
+        // SAFETY: a live object; `buf` holds `len` bytes of the caller's.
+        Self::result(unsafe { b::ferroce_odp_copy(self.raw.as_ptr(), pos as u64, buf.cast(), len, to_pages) })
+    }
+
+    fn atomic(&self, pos: usize, op: OdpAtomic, a: u64, b_: u64) -> core::result::Result<u64, MemError> {
+        let mut old = 0u64;
+        // SAFETY: a live object; `old` is ours.
+        Self::result(unsafe { b::ferroce_odp_atomic(self.raw.as_ptr(), pos as u64, op as core::ffi::c_int, a, b_, &mut old) })?;
+        Ok(old)
+    }
+}
+
+impl Clone for Odp {
+    fn clone(&self) -> Self {
+        // SAFETY: a live object; the new handle owns the new reference.
+        unsafe { b::ferroce_odp_ref(self.raw.as_ptr()) };
+        Self { raw: self.raw }
+    }
+}
+
+impl Drop for Odp {
+    fn drop(&mut self) {
+        // SAFETY: our reference, dropped once (the type invariant).
+        unsafe { b::ferroce_odp_put(self.raw.as_ptr()) }
+    }
+}
+
+/// A process's region's memory: pinned, or on demand.
+pub(crate) enum UserMem {
+    Pinned(Umem),
+    Odp(Odp),
+}
+
+impl UserMem {
+    /// Reads the bytes from `pos` of the region's pages into `dst`.
+    pub(crate) fn read(&self, pos: usize, dst: &mut [u8]) -> core::result::Result<(), MemError> {
+        match self {
+            Self::Pinned(u) => u.read(pos, dst),
+            Self::Odp(o) => o.copy(pos, dst.as_mut_ptr(), dst.len(), false),
+        }
+    }
+
+    /// Writes `src` into the region's pages from `pos`.
+    pub(crate) fn write(&self, pos: usize, src: &[u8]) -> core::result::Result<(), MemError> {
+        match self {
+            Self::Pinned(u) => u.write(pos, src),
+            Self::Odp(o) => o.copy(pos, src.as_ptr().cast_mut(), src.len(), true),
+        }
+    }
+
+    /// Whether the bytes can be touched now (pinned memory always can).
+    pub(crate) fn present(&self, pos: usize, len: u64, write: bool) -> core::result::Result<(), MemError> {
+        match self {
+            Self::Pinned(_) => Ok(()),
+            Self::Odp(o) => o.present(pos, len, write),
+        }
+    }
+
+    /// The on-demand memory, if it is.
+    pub(crate) fn odp(&self) -> Option<&Odp> {
+        match self {
+            Self::Pinned(_) => None,
+            Self::Odp(o) => Some(o),
+        }
+    }
+
+    pub(crate) fn compare_swap(&self, pos: usize, compare: u64, swap: u64) -> core::result::Result<u64, MemError> {
+        match self {
+            Self::Pinned(u) => u.compare_swap(pos, compare, swap),
+            Self::Odp(o) => o.atomic(pos, OdpAtomic::CompareSwap, compare, swap),
+        }
+    }
+
+    pub(crate) fn fetch_add(&self, pos: usize, add: u64) -> core::result::Result<u64, MemError> {
+        match self {
+            Self::Pinned(u) => u.fetch_add(pos, add),
+            Self::Odp(o) => o.atomic(pos, OdpAtomic::FetchAdd, add, 0),
+        }
+    }
+
+    pub(crate) fn write64(&self, pos: usize, value: u64) -> core::result::Result<u64, MemError> {
+        match self {
+            Self::Pinned(u) => u.write64(pos, value),
+            Self::Odp(o) => o.atomic(pos, OdpAtomic::Store, value, 0),
+        }
     }
 }
 

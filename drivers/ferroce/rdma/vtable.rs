@@ -200,6 +200,14 @@ pub(crate) trait Driver: Sized + 'static {
     /// The device's work item runs (process context; queued by
     /// `Device::queue_work`).
     fn device_work(dev: &Device<Self>);
+
+    /// Faults in the pages of memory on demand the datapath found absent
+    /// and lets the QPs that waited for them go on (process context).
+    fn fault_work(dev: &Device<Self>);
+
+    /// `ibv_advise_mr`: prefetches the ranges `sges` names (`(addr, len,
+    /// lkey)`) of regions on demand of `pd`; `sync`: before returning.
+    fn advise_mr(pd: &Pd<'_, Self>, advice: Advice, sync: bool, sges: &[(u64, u32, u32)]) -> Result;
 }
 
 /// What a CQ is created with.
@@ -222,6 +230,17 @@ pub(crate) struct SrqAttr {
 
 /// The C callbacks of a [`Driver`].
 pub(crate) struct Adapter<T: Driver>(PhantomData<T>);
+
+/// What `ibv_advise_mr` asks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Advice {
+    /// Fault the pages in for reading.
+    Prefetch,
+    /// Fault them in writable.
+    PrefetchWrite,
+    /// Take the pages already present, fault none in.
+    PrefetchNoFault,
+}
 
 impl<T: Driver> Adapter<T> {
     /// Fills the slots of `ops` that the trait covers: the callbacks and the
@@ -254,6 +273,7 @@ impl<T: Driver> Adapter<T> {
         ops.alloc_mr = Some(Self::alloc_mr);
         ops.map_mr_sg = Some(Self::map_mr_sg);
         ops.dereg_mr = Some(Self::dereg_mr);
+        ops.advise_mr = Some(Self::advise_mr);
         ops.alloc_mw = Some(Self::alloc_mw);
         ops.dealloc_mw = Some(Self::dealloc_mw);
         ops.size_ib_mw = Object::<b::ib_mw, T::Mw>::SIZE;
@@ -612,6 +632,43 @@ impl<T: Driver> Adapter<T> {
     /// # Safety
     /// Only the RDMA core calls it, through the `ib_device_ops` slot
     /// `fill` sets, with the arguments that slot's contract names.
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
+    unsafe extern "C" fn advise_mr(
+        ibpd: *mut b::ib_pd,
+        advice: b::ib_uverbs_advise_mr_advice,
+        flags: u32,
+        sg_list: *mut b::ib_sge,
+        num_sge: u32,
+        _attrs: *mut b::uverbs_attr_bundle,
+    ) -> c_int {
+        let advice = match advice {
+            b::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH => Advice::Prefetch,
+            b::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE => Advice::PrefetchWrite,
+            b::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT => Advice::PrefetchNoFault,
+            _ => return super::eopnotsupp().to_errno(),
+        };
+        if flags & !b::ib_uverbs_advise_mr_flag_IB_UVERBS_ADVISE_MR_FLAG_FLUSH != 0 {
+            return super::eopnotsupp().to_errno();
+        }
+        let sync = flags & b::ib_uverbs_advise_mr_flag_IB_UVERBS_ADVISE_MR_FLAG_FLUSH != 0;
+        let mut list = KVec::new();
+        for i in 0..num_sge as usize {
+            // SAFETY: the core passes `num_sge` entries it copied from the
+            // process (and checked the count of).
+            let s = unsafe { *sg_list.add(i) };
+            if list.push((s.addr, s.length, s.lkey), GFP_KERNEL).is_err() {
+                return ENOMEM.to_errno();
+            }
+        }
+        // SAFETY: a live PD of ours the core holds for the call.
+        match T::advise_mr(unsafe { &Pd::<T>::from_core(ibpd) }, advice, sync, &list) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
     unsafe extern "C" fn dereg_mr(ibmr: *mut b::ib_mr, _udata: *mut b::ib_udata) -> c_int {
         // SAFETY: a live MR of ours, in its destroy.
         if let Err(e) = T::dereg_mr(unsafe { &Mr::<T>::from_core(ibmr) }) {

@@ -299,6 +299,7 @@ static CONTEXT_OPS: Shared<verbs_context_ops> = Shared({
     ops.dealloc_pd = Some(pd::dealloc_pd);
     ops.reg_mr = Some(mr::reg_mr);
     ops.dereg_mr = Some(mr::dereg_mr);
+    ops.advise_mr = Some(mr::advise_mr);
     ops.alloc_mw = Some(mr::alloc_mw);
     ops.dealloc_mw = Some(mr::dealloc_mw);
     ops.bind_mw = Some(mr::bind_mw);

@@ -1,5 +1,6 @@
 //! Memory regions: `ibv_reg_mr` / `ibv_dereg_mr` (the kernel pins and maps
-//! the pages; the provider only carries the handle and keys), and memory
+//! the pages, or follows them on demand; the provider only carries the
+//! handle and keys), `ibv_advise_mr` (the kernel prefetches), and memory
 //! windows: `ibv_alloc_mw` / `ibv_dealloc_mw`, and `ibv_bind_mw` of a type 1
 //! window, posted on the QP's ring as rdma-core's providers do.
 
@@ -57,6 +58,19 @@ pub(crate) unsafe extern "C" fn reg_mr(
     }
     // SAFETY: `mr` is live; ibv_mr is the first field of verbs_mr.
     unsafe { &mut (*mr).vmr.ibv_mr }
+}
+
+/// `ibv_advise_mr`: the kernel faults the ranges of regions on demand in
+/// (with `IBV_ADVISE_MR_FLAG_FLUSH` before it returns).
+pub(crate) unsafe extern "C" fn advise_mr(
+    pd: *mut ibv_pd,
+    advice: ib_uverbs_advise_mr_advice,
+    flags: u32,
+    sg_list: *mut ibv_sge,
+    num_sges: u32,
+) -> c_int {
+    // SAFETY: arguments forwarded from libibverbs; the kernel checks them.
+    unsafe { ibv_cmd_advise_mr(pd, advice, flags, sg_list, num_sges) }
 }
 
 pub(crate) unsafe extern "C" fn dereg_mr(vmr: *mut verbs_mr) -> c_int {

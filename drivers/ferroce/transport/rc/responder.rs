@@ -532,14 +532,10 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         if self.resp.jobs.is_full() {
             return Step::Done(RxOutcome::Dropped);
         }
-        // Memory on demand not present: RNR NAK before a resource is
-        // taken (the other refusals are the atomic's own, below).
-        if let Err(MemError::Fault) = mem.check(self.pd, Key::Remote(a.r_key), a.va, 8, true) {
-            return self.rnr(rx.headers.bth.psn);
-        }
-        let Some(i) = self.alloc_resource() else {
-            return Step::Done(RxOutcome::Dropped);
-        };
+        // The atomic runs first and takes a resource after: memory on
+        // demand not present (RNR NAK), like every refusal, then leaves
+        // the resources as they were. (A resource is always found: there
+        // is at least one, and the oldest is reused.)
         let result = if rx.info.operation == Operation::CompareSwap {
             mem.compare_swap(self.pd, a.r_key, a.va, a.compare, a.swap_add)
         } else {
@@ -550,6 +546,9 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             Err(MemError::Fault) => return self.rnr(rx.headers.bth.psn),
             Err(MemError::Misaligned) => return Step::Fatal(Fatal::nak(NakCode::InvalidRequest)),
             Err(_) => return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError)),
+        };
+        let Some(i) = self.alloc_resource() else {
+            return Step::Done(RxOutcome::Dropped);
         };
         let psn = rx.headers.bth.psn;
         self.resp.msn = next_msn(self.resp.msn);
