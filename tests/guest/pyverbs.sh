@@ -29,7 +29,7 @@ export PYTHON_COLORS=0 NO_COLOR=1
 # rdma_rxe's passes on this kernel (7.2.13, rdma-core 65.0), the floor per module
 declare -A FLOOR=(
 	[test_addr]=3 [test_atomic]=7 [test_buf]=7 [test_cq]=4 [test_cq_events]=2
-	[test_cqex]=4 [test_device]=14 [test_fork]=1 [test_mr]=11 [test_pd]=4 [test_qp]=23
+	[test_cqex]=4 [test_device]=14 [test_fork]=1 [test_mr]=11 [test_odp]=15 [test_pd]=4 [test_qp]=23
 	[test_qpex]=20 [test_rdmacm]=11 [test_relaxed_ordering]=3 [test_srq]=3
 )
 

@@ -361,7 +361,12 @@ impl QpAttr {
             || bad(mask::MAX_DEST_RD_ATOMIC, self.max_dest_rd_atomic <= MAX_RD_ATOMIC)
             || bad(
                 mask::ACCESS_FLAGS,
-                self.qp_access_flags & !(0xf | super::verbs::access::FLUSH_GLOBAL | super::verbs::access::FLUSH_PERSISTENT) == 0,
+                self.qp_access_flags
+                    & !(0xf
+                        | super::verbs::access::ON_DEMAND
+                        | super::verbs::access::FLUSH_GLOBAL
+                        | super::verbs::access::FLUSH_PERSISTENT)
+                    == 0,
             )
         {
             return Err(Error::Invalid);

@@ -241,6 +241,10 @@ pub mod access {
     pub const MW_BIND: u32 = 1 << 4;
     /// A window (or region) addressed from 0 rather than from its VA.
     pub const ZERO_BASED: u32 = 1 << 5;
+    /// A region registered on demand (`IBV_ACCESS_ON_DEMAND`). It grants
+    /// nothing; a QP's access flags may carry it (programs pass their
+    /// regions' flags, as rdma-core's tests do), and it is ignored there.
+    pub const ON_DEMAND: u32 = 1 << 6;
     /// FLUSH for global visibility may target the region.
     pub const FLUSH_GLOBAL: u32 = 1 << 8;
     /// FLUSH for persistence may target the region.

@@ -1288,3 +1288,13 @@ fn rc_odp_read_response_into_absent_buffer_is_dropped_and_asked_again() {
     assert_eq!((c.wr_id, c.status), (1, WcStatus::Success));
     assert_eq!(r.ma.bytes(r.src, 0x8000, 600), r.mb.bytes(r.tgt, 0x100, 600));
 }
+
+#[test]
+fn rc_qp_access_flags_take_on_demand_and_refuse_unknown_bits() {
+    let mut r = setup();
+    let mut a = QpAttr { qp_access_flags: access::REMOTE_WRITE | access::ON_DEMAND, ..QpAttr::default() };
+    a.qp_state = QpState::Rts;
+    assert!(r.b.modify(&a, mask::ACCESS_FLAGS).is_ok(), "ON_DEMAND (a region flag) is accepted and ignored");
+    a.qp_access_flags = access::REMOTE_WRITE | 1 << 12;
+    assert!(r.b.modify(&a, mask::ACCESS_FLAGS).is_err(), "an unknown bit is refused");
+}
