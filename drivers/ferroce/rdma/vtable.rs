@@ -632,9 +632,6 @@ impl<T: Driver> Adapter<T> {
     /// # Safety
     /// Only the RDMA core calls it, through the `ib_device_ops` slot
     /// `fill` sets, with the arguments that slot's contract names.
-    /// # Safety
-    /// Only the RDMA core calls it, through the `ib_device_ops` slot
-    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn advise_mr(
         ibpd: *mut b::ib_pd,
         advice: b::ib_uverbs_advise_mr_advice,
@@ -669,6 +666,9 @@ impl<T: Driver> Adapter<T> {
         }
     }
 
+    /// # Safety
+    /// Only the RDMA core calls it, through the `ib_device_ops` slot
+    /// `fill` sets, with the arguments that slot's contract names.
     unsafe extern "C" fn dereg_mr(ibmr: *mut b::ib_mr, _udata: *mut b::ib_udata) -> c_int {
         // SAFETY: a live MR of ours, in its destroy.
         if let Err(e) = T::dereg_mr(unsafe { &Mr::<T>::from_core(ibmr) }) {
