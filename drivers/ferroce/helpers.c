@@ -723,7 +723,9 @@ struct ferroce_odp *ferroce_odp_get(struct ib_device *dev, u64 start, u64 length
 	if (IS_ERR(umem))
 		return ERR_CAST(umem);
 	npages = (ib_umem_end(umem) - ib_umem_start(umem)) >> PAGE_SHIFT;
-	o = kvzalloc(struct_size(o, pages, npages), GFP_KERNEL_ACCOUNT);
+	/* As large as the core's pfn_list (one word a page), charged to the
+	 * process's cgroup; no warning for a size a process chose. */
+	o = kvzalloc(struct_size(o, pages, npages), GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!o) {
 		ib_umem_odp_release(umem);
 		return ERR_PTR(-ENOMEM);
