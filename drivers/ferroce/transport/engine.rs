@@ -389,6 +389,12 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         self.sq.get_mut(i)
     }
 
+    /// The receive slot with sequence number `seq`.
+    pub(super) fn rq_at(&self, seq: u64) -> Option<&RecvSlot> {
+        let i = usize::try_from(seq.checked_sub(self.rq_head)?).ok()?;
+        self.rq.get(i)
+    }
+
     /// The receive slot with sequence number `seq`, mutably.
     pub(super) fn rq_at_mut(&mut self, seq: u64) -> Option<&mut RecvSlot> {
         let i = usize::try_from(seq.checked_sub(self.rq_head)?).ok()?;

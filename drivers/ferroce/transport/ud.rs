@@ -31,11 +31,13 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             return None;
         }
         let seq = self.req.req_seq;
-        let slot = *self.sq_at(seq)?;
+        // The slot is borrowed, not copied (it holds up to 32 SGEs or 512
+        // inline bytes): the QP changes only after its last use.
+        let slot = self.sq_at(seq)?;
         if slot.status.is_some() {
             return None;
         }
-        let wqe = slot.wqe;
+        let wqe = &slot.wqe;
         let len = wqe.length().unwrap_or(u32::MAX);
         // Table 20-2: an "only" packet carries 0..=PMTU bytes. Larger is a
         // locally detected error associated with the WQE (class B).
@@ -48,8 +50,9 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         } else {
             Opcode::UD_SEND_ONLY
         };
+        let (ah, dest_qpn) = (wqe.ah, wqe.remote_qpn & 0xff_ffff);
         let psn = self.req.next_psn;
-        let mut h = Headers::bth_only(opcode, self.pkey, wqe.remote_qpn & 0xff_ffff, psn);
+        let mut h = Headers::bth_only(opcode, self.pkey, dest_qpn, psn);
         h.bth.solicited = wqe.send_flags & send_flags::SOLICITED != 0;
         h.deth = Some(DethRepr { q_key: deth_qkey(wqe.remote_qkey, self.attr.qkey), src_qp: self.qpn });
         if wqe.opcode == WrOpcode::SendWithImm {
@@ -59,11 +62,15 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let hlen = packet::emit_headers(&h, plen, buf).ok()?;
         let end = hlen.checked_add(plen)?;
         let payload = buf.get_mut(hlen..end)?;
-        if wqe.is_inline() {
+        let gathered = if wqe.is_inline() {
             if !super::sg::copy_exact(payload, wqe.inline_data().get(..plen)?) {
                 return None;
             }
-        } else if let Err(e) = sg::gather(mem, self.pd, wqe.sges(), 0, payload) {
+            Ok(())
+        } else {
+            sg::gather(mem, self.pd, wqe.sges(), 0, payload)
+        };
+        if let Err(e) = gathered {
             // Table 20-3: a locally detected memory protection error
             // (e.g. an invalid L_Key in the gather list) is class B.
             let st = match e {
@@ -91,7 +98,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             s.started = true;
             s.status = Some(WcStatus::Success);
         }
-        Some(Transmit { len: total, ah: wqe.ah, dest_qpn: wqe.remote_qpn & 0xff_ffff })
+        Some(Transmit { len: total, ah, dest_qpn })
     }
 
     /// Class B handling for UD: the WQE completes in error and the QP
@@ -126,7 +133,8 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         }
         // No RQ WQE: silently dropped.
         let seq = self.rq_next;
-        let Some(slot) = self.rq_at_mut(seq).map(|s| *s) else {
+        // Borrowed, not copied (up to 32 SGEs): read before the QP changes.
+        let Some(slot) = self.rq_at(seq) else {
             return RxOutcome::Dropped;
         };
         // Length error (message plus GRH larger than the buffer): class D.

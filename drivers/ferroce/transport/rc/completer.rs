@@ -260,7 +260,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// The oldest WQE after implicitly acknowledging everything before
     /// `psn`; `None` (after rewinding) when an earlier READ/atomic is still
     /// unanswered.
-    fn oldest_after_implicit_ack(&mut self, now: u64, psn: Psn) -> Option<(u64, SendSlot)> {
+    fn oldest_after_implicit_ack(&mut self, now: u64, psn: Psn) -> Option<u64> {
         if let Err(ImpliedNak(p)) = self.ack_through(now, psn.prev()) {
             if p != psn {
                 // A response for a later request overtook a missing one.
@@ -269,13 +269,18 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             }
         }
         let seq = self.comp.comp_seq;
-        let s = *self.sq_at(seq)?;
-        (seq < self.req.sent_seq && s.status.is_none()).then_some((seq, s))
+        let open = self.sq_at(seq)?.status.is_none();
+        (seq < self.req.sent_seq && open).then_some(seq)
     }
 
     fn on_read_response<M: Memory>(&mut self, now: u64, mem: &mut M, rx: &TransportPacket<'_>) -> RxOutcome {
         let psn = rx.headers.bth.psn;
-        let Some((seq, s)) = self.oldest_after_implicit_ack(now, psn) else {
+        let Some(seq) = self.oldest_after_implicit_ack(now, psn) else {
+            return RxOutcome::Dropped;
+        };
+        // Borrowed, not copied (a slot holds up to 32 SGEs or 512 inline
+        // bytes): this path runs for every response packet.
+        let Some(s) = self.sq_at(seq) else {
             return RxOutcome::Dropped;
         };
         // A READ's data, or the empty response of a FLUSH or ATOMIC WRITE.
@@ -340,7 +345,10 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         let Some(orig) = rx.headers.atomic_ack_eth.map(|a| a.orig_data) else {
             return RxOutcome::Dropped;
         };
-        let Some((seq, s)) = self.oldest_after_implicit_ack(now, psn) else {
+        let Some(seq) = self.oldest_after_implicit_ack(now, psn) else {
+            return RxOutcome::Dropped;
+        };
+        let Some(s) = self.sq_at(seq) else {
             return RxOutcome::Dropped;
         };
         if !s.wqe.opcode.is_atomic() || s.first_psn != psn {

@@ -112,8 +112,8 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
 
     /// Assigns PSNs to WQE `seq` after checking its local buffers.
     fn start_wqe<M: Memory>(&mut self, mem: &mut M, seq: u64) -> Result<(), Stop> {
-        let slot = *self.sq_at(seq).ok_or(WcStatus::LocQpOpErr)?;
-        let wqe = slot.wqe;
+        // Borrowed, not copied: the slot changes only after its last use.
+        let wqe = &self.sq_at(seq).ok_or(WcStatus::LocQpOpErr)?.wqe;
         let len = wqe.length().ok_or(WcStatus::LocLenErr)?;
         if len > MAX_MESSAGE {
             return Err(WcStatus::LocLenErr.into());

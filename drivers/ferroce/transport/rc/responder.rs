@@ -317,7 +317,8 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 (seq, 0)
             }
         };
-        let Some(slot) = self.rq_at_mut(seq).map(|s| *s) else {
+        // Borrowed, not copied (up to 32 SGEs): read before the QP changes.
+        let Some(slot) = self.rq_at(seq) else {
             return Step::Fatal(Fatal::nak(NakCode::RemoteOperationalError));
         };
         match sg::scatter(mem, self.pd, slot.wqe.sges(), u64::from(off), rx.payload) {
