@@ -17,7 +17,7 @@
 use crate::rdma::Counter;
 use crate::driver::ferroce::FerroceDevice;
 use super::ring::QpRings;
-use crate::rdma::mmap::{rq_slot, sq_slot, ProdWatch, RingRqWqe, RingSqWqe, UserRing, RING_NEED_DB};
+use crate::rdma::mmap::{rq_slot, sq_slot, RingRqWqe, RingSqWqe, UserRing, RING_NEED_DB};
 use crate::transport::shared_ring::{self, recv_wqe, UdSend};
 use crate::driver::tables::{AhEntry, QpEntry};
 use crate::transport::qp::{QpState, QpType};
@@ -179,12 +179,6 @@ pub(crate) fn waiting_for_more(e: &QpEntry) -> bool {
     e.rings.as_ref().is_some_and(|r| r.linger.waiting() && r.sq.prod() == r.sq_taken)
 }
 
-/// For a lingering QP: where its SQ's producer index lives and the value
-/// that means "nothing new" (the work item watches it without the lock).
-pub(crate) fn linger_watch(e: &QpEntry) -> Option<(ProdWatch, u32)> {
-    e.rings.as_ref().filter(|r| r.linger.is_armed()).map(|r| (r.sq.watch(), r.sq_taken))
-}
-
 /// Whether a process's QP needs its sender to look at the SQ ring: new
 /// requests, or an idle send side that has neither asked for a doorbell nor
 /// queued a linger yet.
@@ -235,6 +229,14 @@ fn ask_doorbell(r: &mut QpRings) -> Idle {
     } else {
         Idle::Stop
     }
+}
+
+/// The device has no room for another lingering QP (`sched::settle`):
+/// this one, which `idle` told to linger, asks for the doorbell instead.
+pub(crate) fn linger_refused(e: &mut QpEntry) -> Idle {
+    let Some(r) = e.rings.as_mut() else { return Idle::Stop };
+    r.linger.cancel();
+    ask_doorbell(r)
 }
 
 /// The end of a linger (its work item waited): whether it found requests
