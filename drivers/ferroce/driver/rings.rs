@@ -211,41 +211,47 @@ pub(crate) fn idle(e: &mut QpEntry) -> Idle {
     match r.linger.on_idle(busy) {
         LingerIdle::Stop => Idle::Stop,
         LingerIdle::Linger => Idle::Linger,
-        LingerIdle::AskDoorbell => ask_doorbell(r),
+        LingerIdle::AskDoorbell => ask_doorbell(r, e.qp.send_queue_len()),
     }
 }
 
 /// Sets FERROCE_RING_NEED_DB, then looks at the producer once more (the
 /// process publishes, then looks at the flag: one side sees the other).
-fn ask_doorbell(r: &mut QpRings) -> Idle {
+/// `Recheck` only for requests the sender can take (`in_engine`: requests
+/// the engine holds): a producer index that claims more than the ring
+/// holds (a process scribbling on its ring) is not new work, and a sender
+/// that rechecked it would loop forever (uverbs_fuzz hung a system call
+/// so).
+fn ask_doorbell(r: &mut QpRings, in_engine: usize) -> Idle {
     if !r.need_db {
         r.need_db = true;
         r.sq.set_kflags(RING_NEED_DB);
     }
     // The flag before the index; the process does the mirror image.
     kernel::sync::barrier::smp_mb();
-    if r.sq.prod() != r.sq_taken {
-        Idle::Recheck
-    } else {
-        Idle::Stop
+    match claimed(&r.sq, r.sq_taken, in_engine) {
+        Some(n) if n > 0 => Idle::Recheck,
+        _ => Idle::Stop,
     }
 }
 
 /// The device has no room for another lingering QP (`sched::settle`):
 /// this one, which `idle` told to linger, asks for the doorbell instead.
 pub(crate) fn linger_refused(e: &mut QpEntry) -> Idle {
+    let in_engine = e.qp.send_queue_len();
     let Some(r) = e.rings.as_mut() else { return Idle::Stop };
     r.linger.cancel();
-    ask_doorbell(r)
+    ask_doorbell(r, in_engine)
 }
 
 /// The end of a linger (its work item waited): whether it found requests
 /// decides whether the QP keeps lingering; without any, the doorbell is
 /// asked for.
 pub(crate) fn linger_done(e: &mut QpEntry) {
+    let in_engine = e.qp.send_queue_len();
     let Some(r) = e.rings.as_mut() else { return };
     let pending = r.sq.prod().wrapping_sub(r.sq_taken).min(r.sq.entries());
     if r.linger.done(pending) {
-        let _ = ask_doorbell(r);
+        let _ = ask_doorbell(r, in_engine);
     }
 }
