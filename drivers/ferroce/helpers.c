@@ -447,6 +447,7 @@ bool ferroce_comp_here(int cpu) { return raw_smp_processor_id() == cpu || !cpu_o
 
 bool ferroce_comp_work_queue_on(struct work_struct *w, int cpu) { return queue_work_on(cpu, ferroce_comp_wq, w); }
 void ferroce_cond_resched(void) { cond_resched(); }
+unsigned long ferroce_totalram_pages(void) { return totalram_pages(); }
 
 int ferroce_copy_from_user(void *dst, u64 user_addr, size_t len)
 {
@@ -608,8 +609,6 @@ struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs)
 #include <linux/delay.h>
 #include <linux/crc32.h>
 u32 ferroce_crc32_le(u32 crc, const u8 *p, size_t len) { return crc32_le(crc, p, len); }
-/* usleep_range: kernel::time::delay::fsleep busy-waits (udelay) up to 10 us. */
-void ferroce_usleep(unsigned long min_us, unsigned long max_us) { usleep_range(min_us, max_us); }
 
 u32 ferroce_skbq_len(const struct sk_buff_head *q) { return skb_queue_len(q); }
 
@@ -724,8 +723,10 @@ struct ferroce_odp *ferroce_odp_get(struct ib_device *dev, u64 start, u64 length
 		return ERR_CAST(umem);
 	npages = (ib_umem_end(umem) - ib_umem_start(umem)) >> PAGE_SHIFT;
 	/* As large as the core's pfn_list (one word a page), charged to the
-	 * process's cgroup; no warning for a size a process chose. */
-	o = kvzalloc(struct_size(o, pages, npages), GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+	 * process's cgroup; no warning for a size a process chose, and
+	 * ENOMEM rather than the OOM killer when memory is short (the
+	 * caller's per-user budget bounds the size). */
+	o = kvzalloc(struct_size(o, pages, npages), GFP_KERNEL_ACCOUNT | __GFP_NOWARN | __GFP_NORETRY);
 	if (!o) {
 		ib_umem_odp_release(umem);
 		return ERR_PTR(-ENOMEM);

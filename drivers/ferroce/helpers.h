@@ -122,6 +122,8 @@ bool ferroce_comp_here(int cpu);
 /* Queues a CQ's handler work on `cpu`; false when it is queued already. */
 bool ferroce_comp_work_queue_on(struct work_struct *w, int cpu);
 void ferroce_cond_resched(void);
+/* Pages of memory the machine has (totalram_pages). */
+unsigned long ferroce_totalram_pages(void);
 
 /* --- identities --- */
 u32 ferroce_random_u32(void);
@@ -162,7 +164,6 @@ void ferroce_ring_read(void *dst, const void *src, size_t len);
 struct uverbs_attr_bundle;
 struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs);
 u32 ferroce_crc32_le(u32 crc, const u8 *p, size_t len);
-void ferroce_usleep(unsigned long min_us, unsigned long max_us);
 
 
 /* --- on-demand paging (ib_umem_odp; helpers.c says how it is locked) --- */

@@ -253,6 +253,58 @@ static void registration(void)
 	munmap(big, BIG);
 }
 
+/* The kernel keeps a word or two per page of a region on demand, touched
+ * or not: a user's regions on demand cover at most as many pages as the
+ * machine has memory (ENOMEM past that, never the OOM killer), and no
+ * region is longer than max_mr_size (EINVAL). */
+static void budget(void)
+{
+	size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * 4096, part = ram / 16 * 10;
+	struct ibv_device_attr attr;
+	struct ibv_mr *a, *b, *c;
+	struct timespec t0, t1;
+	double secs;
+	/* Address space only: a region on demand needs no memory behind it. */
+	uint8_t *va = mmap(NULL, 2 * ram + 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (va == MAP_FAILED)
+		die("mmap (budget)");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	errno = 0;
+	a = ibv_reg_mr(pd, va, 2 * ram, ALL_ACCESS);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	CHECK("a region on demand twice the machine's memory is ENOMEM", !a && errno == ENOMEM, "%s (%s)",
+	      a ? "registered" : "refused", strerror(errno));
+	CHECK("...refused at once (under 1 s: nothing allocated for it first)", secs < 1.0, "%.3f s", secs);
+	if (a)
+		ibv_dereg_mr(a);
+	a = ibv_reg_mr(pd, va, part, ALL_ACCESS);
+	CHECK("a region on demand of 5/8 of the memory registers", a != NULL, "%s", strerror(errno));
+	errno = 0;
+	b = ibv_reg_mr(pd, va + part, part, ALL_ACCESS);
+	CHECK("a second one of 5/8 (the user's regions on demand past the memory) is ENOMEM", !b && errno == ENOMEM,
+	      "%s (%s)", b ? "registered" : "refused", strerror(errno));
+	if (b)
+		ibv_dereg_mr(b);
+	if (a)
+		ibv_dereg_mr(a);
+	b = ibv_reg_mr(pd, va + part, part, ALL_ACCESS);
+	CHECK("...and registers once the first is deregistered (the budget is given back)", b != NULL, "%s",
+	      strerror(errno));
+	if (b)
+		ibv_dereg_mr(b);
+	if (ibv_query_device(ctx, &attr))
+		die("ibv_query_device");
+	errno = 0;
+	c = ibv_reg_mr(pd, va, attr.max_mr_size + 4096, ALL_ACCESS);
+	CHECK("a region longer than max_mr_size is EINVAL", !c && errno == EINVAL, "max_mr_size %llu: %s (%s)",
+	      (unsigned long long)attr.max_mr_size, c ? "registered" : "refused", strerror(errno));
+	if (c)
+		ibv_dereg_mr(c);
+	munmap(va, 2 * ram + 4096);
+}
+
 /* RC traffic between regions on demand whose pages are dropped before
  * each round. */
 static void rc_traffic(void)
@@ -489,6 +541,7 @@ int main(int argc, char **argv)
 		die("ibv_alloc_pd");
 	caps();
 	registration();
+	budget();
 	rc_traffic();
 	ud_send();
 	advise();

@@ -12,6 +12,10 @@ use crate::rdma::{device_cap, odp_cap, DeviceAttrs, NetDev, OdpCaps, PortAttrs};
 use crate::driver::tables as state;
 use kernel::prelude::*;
 
+/// The longest region (`max_mr_size`): 1 TiB. A longer registration is
+/// `EINVAL`.
+pub(crate) const MAX_MR_SIZE: u64 = 1 << 40;
+
 pub(crate) use crate::rdma::ABI_VERSION;
 
 /// Bytes of RoCEv2 encapsulation inside the netdev MTU that an IB MTU must
@@ -45,7 +49,7 @@ pub(crate) fn device_attrs(node_guid: u64) -> DeviceAttrs {
         // 4.096 us * 2^15 = 134 ms: a software device's worst-case ACK turnaround.
         local_ca_ack_delay: 15,
         allow_user_unregister: true,
-        max_mr_size: 1u64 << 40,
+        max_mr_size: MAX_MR_SIZE,
         page_size_cap: state::PAGE_SIZE as u64,
         max_qp: Kind::Qp.quota(),
         max_qp_wr: state::MAX_QP_WR,

@@ -7,7 +7,7 @@
 //! regions whose page list a REG_MR work request installs.
 
 use super::ferroce::Ferroce;
-use crate::driver::quota::{self, Charge, Kind};
+use crate::driver::quota::{self, Charge, Kind, OdpCharge};
 use crate::rdma::mr::{KernelMem, Odp, PageStage, Umem, UserMem, ACCESS_ON_DEMAND, ACCESS_OPTIONAL};
 use crate::rdma::object::{Mr, Mw, Pd};
 use crate::rdma::udata::Udata;
@@ -28,6 +28,8 @@ pub(crate) struct MrData {
     pub(crate) stage: Option<PageStage>,
     /// Its share of its PD's user's quota (`None`: a kernel region).
     _charge: Option<Charge>,
+    /// A region on demand's pages, charged to the same user.
+    _odp: Option<OdpCharge>,
 }
 
 /// Access bits ferroce implements; anything else outside the optional
@@ -81,17 +83,28 @@ pub(super) fn reg_user(
 ) -> Result<(MrData, u32)> {
     udata.refuse_driver_data()?;
     let granted = check_access(acc)?;
-    if length == 0 || iova.checked_add(length).is_none() || start.checked_add(length).is_none() {
+    // Implicit on demand (the whole address space) is not offered:
+    // odp_caps does not announce it.
+    if acc & ACCESS_ON_DEMAND != 0 && start == 0 && length == u64::MAX {
+        return Err(eopnotsupp());
+    }
+    // Longer than the device's max_mr_size: refused as query_device says.
+    if length == 0
+        || length > super::device::MAX_MR_SIZE
+        || iova.checked_add(length).is_none()
+        || start.checked_add(length).is_none()
+    {
         return Err(EINVAL);
     }
     let dev = pd.device();
     // Given back (dropped) if anything below fails.
     let charge = quota::charge(pd.data().account(), Kind::Mr)?;
+    let mut odp_charge = None;
     let (pages, offset) = if acc & ACCESS_ON_DEMAND != 0 {
-        // Implicit on demand (the whole address space) is not offered:
-        // odp_caps does not announce it.
-        if start == 0 && length == u64::MAX {
-            return Err(eopnotsupp());
+        // The pages' tables before the core allocates its own.
+        let npages = usize::try_from((start % PAGE_SIZE as u64 + length).div_ceil(PAGE_SIZE as u64)).map_err(|_| EINVAL)?;
+        if let Some(a) = pd.data().account() {
+            odp_charge = Some(OdpCharge::take(a, npages, crate::rdma::sys::totalram_pages())?);
         }
         let odp = Odp::get(dev, start, length, acc)?;
         let offset = odp.offset();
@@ -112,7 +125,7 @@ pub(super) fn reg_user(
         windows: 0,
     };
     let key = install(dev, entry)?;
-    Ok((MrData { index: key >> 8, stage: None, _charge: charge }, key))
+    Ok((MrData { index: key >> 8, stage: None, _charge: charge, _odp: odp_charge }, key))
 }
 
 pub(super) fn get_dma(pd: &Pd<'_, Ferroce>, acc: u32, mem: KernelMem) -> Result<(MrData, u32)> {
@@ -120,7 +133,7 @@ pub(super) fn get_dma(pd: &Pd<'_, Ferroce>, acc: u32, mem: KernelMem) -> Result<
     let entry =
         MrEntry { pd: pd.data().handle, access: granted, iova: 0, length: u64::MAX, key: 0, kind: MrKind::Dma(mem), windows: 0 };
     let key = install(pd.device(), entry)?;
-    Ok((MrData { index: key >> 8, stage: None, _charge: None }, key))
+    Ok((MrData { index: key >> 8, stage: None, _charge: None, _odp: None }, key))
 }
 
 /// A zeroed page list of `n` entries.
@@ -142,7 +155,7 @@ pub(super) fn alloc(pd: &Pd<'_, Ferroce>, max_num_sg: u32, mem: KernelMem) -> Re
     let entry =
         MrEntry { pd: pd.data().handle, access: 0, iova: 0, length: 0, key: 0, kind: MrKind::Fast(fast), windows: 0 };
     let key = install(pd.device(), entry)?;
-    Ok((MrData { index: key >> 8, stage: Some(stage), _charge: None }, key))
+    Ok((MrData { index: key >> 8, stage: Some(stage), _charge: None, _odp: None }, key))
 }
 
 /// `ib_map_mr_sg`: the staged pages become the fast region's page list.

@@ -17,7 +17,7 @@
 // Safe Rust only: the compiler keeps it that way.
 #![forbid(unsafe_code)]
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::task::Kuid;
@@ -88,6 +88,8 @@ pub(crate) struct Account {
     /// lock, in [`Accounts::open`] and [`Accounts::close`]).
     contexts: AtomicU32,
     held: [AtomicU32; KINDS],
+    /// Pages of the user's regions on demand (see [`OdpCharge`]).
+    odp_pages: AtomicUsize,
 }
 
 /// One object's share of its user's quota; dropping it gives it back.
@@ -124,6 +126,39 @@ impl Drop for Charge {
     }
 }
 
+/// A region on demand's pages, charged to its user. The kernel keeps a
+/// word or two per page of such a region (ferroce's page table and the
+/// core's `ib_umem_odp` lists) whether or not the pages are ever touched,
+/// and a process may register on demand far more than it has mapped: a
+/// uverbs_fuzz registration of a terabyte had the guest's OOM killer
+/// invoked. A user's regions on demand cover at most as many pages as the
+/// machine has memory (their tables then take under 1% of it).
+pub(crate) struct OdpCharge {
+    account: Arc<Account>,
+    pages: usize,
+}
+
+impl OdpCharge {
+    /// Charges `pages` pages on demand to `account`: `ENOMEM` past the
+    /// user's budget, `budget` pages (`rdma::sys::totalram_pages`).
+    pub(crate) fn take(account: &Arc<Account>, pages: usize, budget: usize) -> Result<Self> {
+        account
+            .odp_pages
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                n.checked_add(pages).filter(|&t| t <= budget)
+            })
+            .map_err(|_| ENOMEM)?;
+        Ok(Self { account: account.clone(), pages })
+    }
+}
+
+impl Drop for OdpCharge {
+    fn drop(&mut self) {
+        let pages = self.pages;
+        let _ = self.account.odp_pages.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n.saturating_sub(pages)));
+    }
+}
+
 /// Charges one object of `kind` to a process's account; kernel consumers
 /// (no account) are not charged.
 pub(crate) fn charge(account: Option<&Arc<Account>>, kind: Kind) -> Result<Option<Charge>> {
@@ -147,6 +182,7 @@ impl Accounts {
                 uid: Kuid::current_euid(),
                 contexts: AtomicU32::new(0),
                 held: [const { AtomicU32::new(0) }; KINDS],
+                odp_pages: AtomicUsize::new(0),
             },
             GFP_KERNEL_ACCOUNT,
         )?)
