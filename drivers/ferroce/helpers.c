@@ -609,6 +609,8 @@ struct ib_udata *ferroce_attrs_udata(struct uverbs_attr_bundle *attrs)
 #include <linux/delay.h>
 #include <linux/crc32.h>
 u32 ferroce_crc32_le(u32 crc, const u8 *p, size_t len) { return crc32_le(crc, p, len); }
+/* usleep_range: kernel::time::delay::fsleep busy-waits (udelay) up to 10 us. */
+void ferroce_usleep(unsigned long min_us, unsigned long max_us) { usleep_range(min_us, max_us); }
 
 u32 ferroce_skbq_len(const struct sk_buff_head *q) { return skb_queue_len(q); }
 

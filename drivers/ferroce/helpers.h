@@ -122,6 +122,7 @@ bool ferroce_comp_here(int cpu);
 /* Queues a CQ's handler work on `cpu`; false when it is queued already. */
 bool ferroce_comp_work_queue_on(struct work_struct *w, int cpu);
 void ferroce_cond_resched(void);
+void ferroce_usleep(unsigned long min_us, unsigned long max_us);
 /* Pages of memory the machine has (totalram_pages). */
 unsigned long ferroce_totalram_pages(void);
 

@@ -244,14 +244,14 @@ pub(crate) fn linger_refused(e: &mut QpEntry) -> Idle {
     ask_doorbell(r, in_engine)
 }
 
-/// The end of a linger (its work item waited): whether it found requests
-/// decides whether the QP keeps lingering; without any, the doorbell is
-/// asked for.
-pub(crate) fn linger_done(e: &mut QpEntry) {
+/// The end of a linger (its work item waited), `others` other QPs still
+/// lingering: whether it found requests decides whether the QP keeps
+/// lingering; without any, the doorbell is asked for.
+pub(crate) fn linger_done(e: &mut QpEntry, others: u32) {
     let in_engine = e.qp.send_queue_len();
     let Some(r) = e.rings.as_mut() else { return };
     let pending = r.sq.prod().wrapping_sub(r.sq_taken).min(r.sq.entries());
-    if r.linger.done(pending) {
+    if r.linger.done_among(pending, others) {
         let _ = ask_doorbell(r, in_engine);
     }
 }

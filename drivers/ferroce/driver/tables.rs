@@ -1128,8 +1128,8 @@ impl DevState {
             }
             e.linger_listed = false;
             e.linger_next = None;
-            crate::driver::rings::linger_done(e);
             self.lingering = self.lingering.saturating_sub(1);
+            crate::driver::rings::linger_done(e, self.lingering);
             match prev.and_then(|p| self.qps.get_mut(p as usize)).and_then(|e| e.as_deref_mut()) {
                 Some(p) => p.linger_next = next,
                 None => self.qp_linger = next,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Small kernel services the driver's stages use, as safe functions: the
-//! clock, scheduling points, the interrupt flag, the
+//! clock, scheduling points and short sleeps, the interrupt flag, the
 //! kernel's CRC-32, and the module parameters tests set.
 
 use super::bindings as b;
@@ -26,6 +26,15 @@ pub(crate) fn cond_resched() {
     // SAFETY: `cond_resched` may be called from any process context; it
     // is a no-op where the task may not be preempted.
     unsafe { b::ferroce_cond_resched() }
+}
+
+/// Sleeps `min_us` to `max_us` microseconds (`usleep_range`), giving the
+/// CPU away. Process context only (work items); not `fsleep`, which for
+/// ten microseconds busy-waits in `udelay` and keeps the CPU the process
+/// we wait for may need.
+pub(crate) fn usleep_range(min_us: u32, max_us: u32) {
+    // SAFETY: a sleep; the callers run in work items (process context).
+    unsafe { b::ferroce_usleep(min_us.into(), max_us.into()) }
 }
 
 /// Whether hard interrupts are disabled on this CPU.

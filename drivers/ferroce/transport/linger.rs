@@ -17,6 +17,14 @@
 /// Lingers in a row that found fewer than two requests after which a QP
 /// stops lingering.
 pub const GIVE_UP: u32 = 4;
+/// With more than this many other QPs lingering at the end of a linger,
+/// one request found is enough to keep lingering: the linger work spins for
+/// the others anyway, so this QP's linger costs no CPU of its own. (A
+/// process posting bursts to many QPs, as `ib_write_bw -q 64` does, has
+/// each linger find one request: the work takes a QP as soon as it sees a
+/// post. Counted as useless, every QP gave up within four bursts and rang
+/// a doorbell for most posts after.)
+pub const SHARED: u32 = 4;
 /// A QP that gave up lingering tries again every this many idle moments.
 pub const PROBE_EVERY: u32 = 64;
 /// A QP whose last request was longer than this does not linger: such a
@@ -122,12 +130,20 @@ impl Linger {
     /// more requests in one linger mean a stream: keep lingering; fewer
     /// count towards [`GIVE_UP`].
     pub fn done(&mut self, pending: u32) -> bool {
+        self.done_among(pending, 0)
+    }
+
+    /// [`Linger::done`], with `others` other QPs still lingering: more
+    /// than [`SHARED`] of them and one request is enough to keep
+    /// lingering.
+    pub fn done_among(&mut self, pending: u32, others: u32) -> bool {
         if !self.armed {
             return false;
         }
         self.armed = false;
         let found = self.found.saturating_add(pending);
-        if found >= 2 {
+        let enough = if others > SHARED { 1 } else { 2 };
+        if found >= enough {
             self.useless = 0;
         } else {
             self.useless = self.useless.saturating_add(1);
@@ -244,5 +260,36 @@ mod tests {
         l.took(MAX_MSG);
         assert_eq!(l.on_idle(false), Idle::Linger);
         assert!(!Linger::new().done(0), "no linger queued: nothing to decide");
+    }
+
+    #[test]
+    fn one_request_a_linger_is_enough_among_many_lingering_qps() {
+        // Alone (or nearly): one request a linger is a round trip at a
+        // time; the QP gives up after GIVE_UP of them.
+        let mut l = Linger::new();
+        let mut gave_up = false;
+        for _ in 0..2 * GIVE_UP {
+            l.took(64);
+            match l.on_idle(false) {
+                Idle::Linger => {
+                    l.took(64);
+                    assert!(!l.done_among(0, SHARED));
+                }
+                _ => gave_up = true,
+            }
+        }
+        assert!(gave_up, "one request a linger among few: it gives up");
+        // Among many: it keeps lingering.
+        let mut l = Linger::new();
+        for _ in 0..4 * GIVE_UP {
+            l.took(64);
+            assert_eq!(l.on_idle(false), Idle::Linger, "among many, one request a linger keeps it lingering");
+            l.took(64);
+            assert!(!l.done_among(0, SHARED + 1));
+        }
+        // Finding none still asks for the doorbell.
+        l.took(64);
+        assert_eq!(l.on_idle(false), Idle::Linger);
+        assert!(l.done_among(0, SHARED + 1), "found none: ask for the doorbell");
     }
 }
