@@ -16,7 +16,7 @@ use crate::rdma::wr::RecvWrs;
 use crate::rdma::{eopnotsupp, Counter};
 use crate::driver::ferroce::FerroceDevice;
 use crate::driver::ring::QpRings;
-use crate::driver::tables::{grow, Returned, QpEntry, Slots, GSI_QPN, MAX_FAST_PAGE_SIZE, MAX_QP_WR, SRQ_QP_SLOTS};
+use crate::driver::tables::{alloc_growing, Returned, QpEntry, Slots, GSI_QPN, MAX_FAST_PAGE_SIZE, MAX_QP_WR, SRQ_QP_SLOTS};
 use crate::transport::engine::{Qp as EngineQp, QpConfig, RecvSlot, SendSlot};
 use crate::transport::qp::{mask, Mtu, QpState, QpType};
 use crate::transport::verbs::{FastReg, Payload, RecvWqe, SendWqe, WrOpcode, MAX_INLINE, MAX_SGE};
@@ -121,16 +121,14 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
     let srq_spare = if srq.is_some() { Some(Returned::new()?) } else { None };
     let sig_all = init.sig_all();
     cap.max_inline_data = MAX_INLINE as u32;
-    let mut st = dev.state.lock();
-    let qpn = match st.alloc_qpn(gsi, udata.is_user()) {
-        Some(n) => n,
-        None if gsi => return Err(EBUSY),
-        None => {
-            drop(st);
-            grow(dev, Kind::Qp)?;
-            st = dev.state.lock();
-            st.alloc_qpn(gsi, udata.is_user()).ok_or(ENOMEM)?
-        }
+    let user = udata.is_user();
+    let (mut st, qpn) = if gsi {
+        // QP 1 is the one GSI QP: taken is taken, growing does not help.
+        let mut st = dev.state.lock();
+        let n = st.alloc_qpn(true, user).ok_or(EBUSY)?;
+        (st, n)
+    } else {
+        alloc_growing(dev, Kind::Qp, |st| st.alloc_qpn(false, user))?
     };
     let mut engine = EngineQp::new(
         QpConfig { qpn: qpn as u32, qp_type: ty, pd: pd_handle, sq_sig_all: sig_all },
@@ -177,6 +175,9 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
             fault: None,
             fault_listed: false,
             fault_next: None,
+            linger_listed: false,
+            linger_next: None,
+            linger_since: 0,
         },
     );
     for i in [scq, rcq] {
@@ -293,6 +294,7 @@ pub(super) fn destroy(qp: &Qp<'_, Ferroce>) -> Result {
         st.unlink_cq_waiters(qp.qpn());
         st.unlink_qp_due(qp.qpn());
         st.unlink_qp_fault(qp.qpn());
+        st.unlink_qp_linger(qp.qpn());
         let mut entry = st.qps.get_mut(qp.qpn() as usize).and_then(|s| s.take());
         if let Some(e) = &entry {
             for i in [e.send_cq, e.recv_cq] {
@@ -372,6 +374,8 @@ pub(super) fn post_send(qp: &Qp<'_, Ferroce>, wrs: &mut SendWrs<'_, Ferroce>) ->
             return Err(EINVAL);
         }
         dev.count(Counter::RingDoorbell);
+        sched::doorbell(dev, qpn);
+        return Ok(());
     }
     let r = wrs.each(|w| post_one(dev, qpn, user, w));
     sched::kick(dev, qpn, sched::KICK_BUDGET_TASK);

@@ -17,7 +17,7 @@
 use crate::rdma::Counter;
 use crate::driver::ferroce::FerroceDevice;
 use super::ring::QpRings;
-use crate::rdma::mmap::{rq_slot, sq_slot, ProdWatch, RingRqWqe, RingSqWqe, UserRing, RING_NEED_DB};
+use crate::rdma::mmap::{rq_slot, sq_slot, RingRqWqe, RingSqWqe, UserRing, RING_NEED_DB};
 use crate::transport::shared_ring::{self, recv_wqe, UdSend};
 use crate::driver::tables::{AhEntry, QpEntry};
 use crate::transport::qp::{QpState, QpType};
@@ -179,12 +179,6 @@ pub(crate) fn waiting_for_more(e: &QpEntry) -> bool {
     e.rings.as_ref().is_some_and(|r| r.linger.waiting() && r.sq.prod() == r.sq_taken)
 }
 
-/// For a lingering QP: where its SQ's producer index lives and the value
-/// that means "nothing new" (the work item watches it without the lock).
-pub(crate) fn linger_watch(e: &QpEntry) -> Option<(ProdWatch, u32)> {
-    e.rings.as_ref().filter(|r| r.linger.is_armed()).map(|r| (r.sq.watch(), r.sq_taken))
-}
-
 /// Whether a process's QP needs its sender to look at the SQ ring: new
 /// requests, or an idle send side that has neither asked for a doorbell nor
 /// queued a linger yet.
@@ -217,33 +211,47 @@ pub(crate) fn idle(e: &mut QpEntry) -> Idle {
     match r.linger.on_idle(busy) {
         LingerIdle::Stop => Idle::Stop,
         LingerIdle::Linger => Idle::Linger,
-        LingerIdle::AskDoorbell => ask_doorbell(r),
+        LingerIdle::AskDoorbell => ask_doorbell(r, e.qp.send_queue_len()),
     }
 }
 
 /// Sets FERROCE_RING_NEED_DB, then looks at the producer once more (the
 /// process publishes, then looks at the flag: one side sees the other).
-fn ask_doorbell(r: &mut QpRings) -> Idle {
+/// `Recheck` only for requests the sender can take (`in_engine`: requests
+/// the engine holds): a producer index that claims more than the ring
+/// holds (a process scribbling on its ring) is not new work, and a sender
+/// that rechecked it would loop forever (uverbs_fuzz hung a system call
+/// so).
+fn ask_doorbell(r: &mut QpRings, in_engine: usize) -> Idle {
     if !r.need_db {
         r.need_db = true;
         r.sq.set_kflags(RING_NEED_DB);
     }
     // The flag before the index; the process does the mirror image.
     kernel::sync::barrier::smp_mb();
-    if r.sq.prod() != r.sq_taken {
-        Idle::Recheck
-    } else {
-        Idle::Stop
+    match claimed(&r.sq, r.sq_taken, in_engine) {
+        Some(n) if n > 0 => Idle::Recheck,
+        _ => Idle::Stop,
     }
 }
 
-/// The end of a linger (its work item waited): whether it found requests
-/// decides whether the QP keeps lingering; without any, the doorbell is
-/// asked for.
-pub(crate) fn linger_done(e: &mut QpEntry) {
+/// The device has no room for another lingering QP (`sched::settle`):
+/// this one, which `idle` told to linger, asks for the doorbell instead.
+pub(crate) fn linger_refused(e: &mut QpEntry) -> Idle {
+    let in_engine = e.qp.send_queue_len();
+    let Some(r) = e.rings.as_mut() else { return Idle::Stop };
+    r.linger.cancel();
+    ask_doorbell(r, in_engine)
+}
+
+/// The end of a linger (its work item waited), `others` other QPs still
+/// lingering: whether it found requests decides whether the QP keeps
+/// lingering; without any, the doorbell is asked for.
+pub(crate) fn linger_done(e: &mut QpEntry, others: u32) {
+    let in_engine = e.qp.send_queue_len();
     let Some(r) = e.rings.as_mut() else { return };
     let pending = r.sq.prod().wrapping_sub(r.sq_taken).min(r.sq.entries());
-    if r.linger.done(pending) {
-        let _ = ask_doorbell(r);
+    if r.linger.done_among(pending, others) {
+        let _ = ask_doorbell(r, in_engine);
     }
 }

@@ -131,6 +131,12 @@ pub(crate) struct QpEntry {
     pub(crate) fault: Option<FaultAt>,
     pub(crate) fault_listed: bool,
     pub(crate) fault_next: Option<u32>,
+    /// A process's QP whose sender lingers (`rings::Idle::Linger`): in the
+    /// device's list of them (`DevState::qp_linger`), the next QP in it,
+    /// and when it joined (the linger ends `sched::LINGER_NS` later).
+    pub(crate) linger_listed: bool,
+    pub(crate) linger_next: Option<u32>,
+    pub(crate) linger_since: u64,
 }
 
 /// Pages of memory on demand an access found absent: `len` bytes from
@@ -774,6 +780,16 @@ pub(crate) struct DevState {
     /// through `QpEntry::fault_next`): the device's fault work takes them
     /// from here.
     pub(crate) qp_fault: Option<u32>,
+    /// QPs that linger (threaded through `QpEntry::linger_next`), watched
+    /// by the device's linger work, and how many (at most
+    /// `sched::MAX_LINGERING`).
+    pub(crate) qp_linger: Option<u32>,
+    pub(crate) lingering: u32,
+    /// The linger work is running and looks at the list without sleeping
+    /// between looks: a doorbell enters its QP in the list instead of
+    /// kicking it in the process's call (`sched::doorbell`). Cleared by
+    /// the work, under the lock, before it sleeps or ends.
+    pub(crate) linger_spinning: bool,
     /// The multicast groups and the UD QPs attached to each.
     pub(crate) mcast: crate::transport::mcast::Groups<KVVec<crate::transport::mcast::Group>>,
     /// Where `net::kick` builds an RC packet for a QP of this same device,
@@ -802,6 +818,30 @@ pub(crate) fn grow(dev: &crate::driver::ferroce::FerroceDevice, kind: Kind) -> R
     dev.state.lock().grow(&mut spare);
     drop(spare);
     Ok(())
+}
+
+/// The device lock's guard.
+pub(crate) type StateGuard<'a> = kernel::sync::lock::Guard<'a, DevState, crate::rdma::sync::BhSpinLockBackend>;
+
+/// Allocates in `kind`'s table with `alloc` under the device lock; when
+/// it finds no slot the table grows (`grow`, the lock dropped) and `alloc`
+/// runs once more. Returns the guard, still held (the caller enters its
+/// object under the same hold), and what `alloc` gave; `ENOMEM` when the
+/// table is at its largest or still full. May sleep.
+pub(crate) fn alloc_growing<'a, R>(
+    dev: &'a crate::driver::ferroce::FerroceDevice,
+    kind: Kind,
+    mut alloc: impl FnMut(&mut DevState) -> Option<R>,
+) -> Result<(StateGuard<'a>, R)> {
+    let mut st = dev.state.lock();
+    if let Some(r) = alloc(&mut st) {
+        return Ok((st, r));
+    }
+    drop(st);
+    grow(dev, kind)?;
+    let mut st = dev.state.lock();
+    let r = alloc(&mut st).ok_or(ENOMEM)?;
+    Ok((st, r))
 }
 
 /// Takes an object out of its table slot unless something still uses it
@@ -884,6 +924,9 @@ impl DevState {
             cq_due: None,
             qp_due: None,
             qp_fault: None,
+            qp_linger: None,
+            lingering: 0,
+            linger_spinning: false,
             mcast: {
                 use crate::transport::mcast::{Group, Groups, MAX_GROUPS};
                 let mut v = KVVec::with_capacity(MAX_GROUPS, GFP_KERNEL_ACCOUNT)?;
@@ -1027,6 +1070,77 @@ impl DevState {
     /// destroy).
     pub(crate) fn unlink_qp_fault(&mut self, qpn: u32) {
         unlink_qp(&mut self.qps, &mut self.qp_fault, qpn, |e| (&mut e.fault_listed, &mut e.fault_next));
+    }
+
+    /// Takes QP `qpn` out of the list of QPs that linger (its destroy).
+    pub(crate) fn unlink_qp_linger(&mut self, qpn: u32) {
+        if self.qp(qpn).is_some_and(|e| e.linger_listed) {
+            self.lingering = self.lingering.saturating_sub(1);
+        }
+        unlink_qp(&mut self.qps, &mut self.qp_linger, qpn, |e| (&mut e.linger_listed, &mut e.linger_next));
+    }
+
+    /// Enters QP `qpn` in the list of QPs that linger, from `now`: true if
+    /// the list was empty (the linger work may have ended: queue it).
+    /// False, and nothing entered, for a QP already in it or a full list
+    /// (see `enter_linger_room`).
+    pub(crate) fn enter_linger(&mut self, qpn: u32, now: u64) -> bool {
+        let head = self.qp_linger;
+        let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return false };
+        if e.linger_listed {
+            return false;
+        }
+        e.linger_listed = true;
+        e.linger_next = head;
+        e.linger_since = now;
+        self.qp_linger = Some(qpn);
+        self.lingering = self.lingering.saturating_add(1);
+        head.is_none()
+    }
+
+    /// Takes out of the list of QPs that linger those whose linger is over
+    /// (`done`: their process posted, or the time is up), at most
+    /// `out.len()`, into `out` (each with `rings::linger_done` called);
+    /// returns how many. A walk of the list, which `sched::MAX_LINGERING`
+    /// bounds.
+    pub(crate) fn take_lingering(&mut self, out: &mut [u32], mut done: impl FnMut(&mut QpEntry) -> bool) -> usize {
+        let mut n = 0usize;
+        let mut prev: Option<u32> = None;
+        let mut cur = self.qp_linger;
+        for _ in 0..self.qps.len() {
+            let Some(q) = cur else { break };
+            if n >= out.len() {
+                break;
+            }
+            let Some(e) = self.qps.get_mut(q as usize).and_then(|e| e.as_deref_mut()) else {
+                // Cannot be (destroy unlinks): the list ends here.
+                match prev.and_then(|p| self.qps.get_mut(p as usize)).and_then(|e| e.as_deref_mut()) {
+                    Some(p) => p.linger_next = None,
+                    None => self.qp_linger = None,
+                }
+                break;
+            };
+            let next = e.linger_next;
+            if !done(e) {
+                prev = Some(q);
+                cur = next;
+                continue;
+            }
+            e.linger_listed = false;
+            e.linger_next = None;
+            self.lingering = self.lingering.saturating_sub(1);
+            crate::driver::rings::linger_done(e, self.lingering);
+            match prev.and_then(|p| self.qps.get_mut(p as usize)).and_then(|e| e.as_deref_mut()) {
+                Some(p) => p.linger_next = next,
+                None => self.qp_linger = next,
+            }
+            if let Some(slot) = out.get_mut(n) {
+                *slot = q;
+                n += 1;
+            }
+            cur = next;
+        }
+        n
     }
 
     /// Enters QP entry `e` (number `qpn`) in the list of QPs waiting for a
