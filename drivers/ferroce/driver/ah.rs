@@ -56,7 +56,15 @@ fn place(ahs: &mut [Option<AhEntry>], idx: usize, entry: AhEntry) -> usize {
 }
 
 pub(super) fn destroy(dev: &FerroceDevice, ah: AhData) {
-    clear(dev, ah.index as usize);
+    let mut guard = dev.state.lock();
+    let st = &mut *guard;
+    // What was posted with it before this call is sent with it.
+    if let Some(pd) = st.ahs.get(ah.index as usize).and_then(|a| a.as_ref()).map(|a| a.pd) {
+        crate::driver::rings::take_posted_ud(dev, st, pd);
+    }
+    if let Some(slot) = st.ahs.get_mut(ah.index as usize) {
+        *slot = None;
+    }
 }
 
 fn clear(dev: &FerroceDevice, index: usize) {

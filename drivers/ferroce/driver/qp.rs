@@ -16,7 +16,7 @@ use crate::rdma::wr::RecvWrs;
 use crate::rdma::{eopnotsupp, Counter};
 use crate::driver::ferroce::FerroceDevice;
 use crate::driver::ring::QpRings;
-use crate::driver::tables::{alloc_growing, Returned, QpEntry, Slots, GSI_QPN, MAX_FAST_PAGE_SIZE, MAX_QP_WR, SRQ_QP_SLOTS};
+use crate::driver::tables::{alloc_growing, Av, Returned, QpEntry, Slots, GSI_QPN, MAX_FAST_PAGE_SIZE, MAX_QP_WR, SRQ_QP_SLOTS};
 use crate::transport::engine::{Qp as EngineQp, QpConfig, RecvSlot, SendSlot};
 use crate::transport::qp::{mask, Mtu, QpState, QpType};
 use crate::transport::verbs::{FastReg, Payload, RecvWqe, SendWqe, WrOpcode, MAX_INLINE, MAX_SGE};
@@ -114,6 +114,7 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
         None
     };
     let sq = slots::<SendSlot>(cap.max_send_wr)?;
+    let ud_avs = if ty == QpType::Ud { slots::<Option<Av>>(cap.max_send_wr)? } else { KVVec::new() };
     let rq = slots::<RecvSlot>(if srq.is_some() { SRQ_QP_SLOTS } else { cap.max_recv_wr })?;
     // Allocated before the lock: a failure under it would drop the rings
     // there, and unmapping them may sleep.
@@ -160,6 +161,8 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
             tx_again: false,
             tx_max_psn: None,
             ud_direct: false,
+            ud_avs,
+            ud_av_next: 0,
             srq,
             srq_spare,
             pd: pd_handle,
@@ -178,6 +181,8 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
             linger_listed: false,
             linger_next: None,
             linger_since: 0,
+            ud_listed: false,
+            ud_next: None,
         },
     );
     for i in [scq, rcq] {
@@ -190,6 +195,9 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
     }
     if let Some(slot) = st.qps.get_mut(qpn) {
         *slot = Some(entry);
+    }
+    if ty == QpType::Ud && user {
+        st.enter_qp_ud(qpn as u32);
     }
     drop(st);
     init.set_cap(&cap);
@@ -287,10 +295,18 @@ pub(super) fn query(qp: &Qp<'_, Ferroce>) -> Result<QpQuery> {
 /// unmapping may sleep).
 pub(super) fn destroy(qp: &Qp<'_, Ferroce>) -> Result {
     let dev = qp.device();
+    // Datagrams the process posted (UD, UC) leave before the QP goes, as
+    // from a NIC, which has them by the time the post returns: a QP that
+    // lingers may not have taken them yet.
+    let unacked = dev.state.lock().qp(qp.qpn()).is_some_and(|e| matches!(e.qp.qp_type(), QpType::Ud | QpType::Uc) && e.rings.is_some());
+    if unacked {
+        sched::kick(dev, qp.qpn(), sched::KICK_BUDGET_TASK);
+    }
     // Out of its multicast groups first, while its QPN is still its own.
     super::mcast::detach_all(dev, qp.qpn());
     let entry = {
         let mut st = dev.state.lock();
+        st.unlink_qp_ud(qp.qpn());
         st.unlink_cq_waiters(qp.qpn());
         st.unlink_qp_due(qp.qpn());
         st.unlink_qp_fault(qp.qpn());
@@ -391,10 +407,11 @@ fn post_one(dev: &FerroceDevice, qpn: u32, user: bool, w: &SendWr<'_, Ferroce>) 
     // and sleep).
     let mut data = [0u8; MAX_INLINE];
     let inline = if w.is_inline() { Some(w.gather_inline(user, &mut data)?) } else { None };
-    let mut st = dev.state.lock();
-    let e = st.qp(qpn).ok_or(EINVAL)?;
-    let wqe = send_wqe(w, e, inline.map(|n| (&data, n)))?;
-    e.qp.post_send(&wqe).map_err(|x| Error::from_errno(x.errno()))
+    let mut guard = dev.state.lock();
+    let st = &mut *guard;
+    let e = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()).ok_or(EINVAL)?;
+    let mut wqe = send_wqe(w, e, inline.map(|n| (&data, n)))?;
+    e.post_send(&st.ahs, &mut wqe).map_err(|x| Error::from_errno(x.errno()))
 }
 
 /// Posts one kernel consumer's receive request (not inlined: its 32 SGEs

@@ -19,7 +19,7 @@ use crate::driver::ferroce::FerroceDevice;
 use super::ring::QpRings;
 use crate::rdma::mmap::{rq_slot, sq_slot, RingRqWqe, RingSqWqe, UserRing, RING_NEED_DB};
 use crate::transport::shared_ring::{self, recv_wqe, UdSend};
-use crate::driver::tables::{AhEntry, QpEntry};
+use crate::driver::tables::{AhEntry, DevState, QpEntry};
 use crate::transport::qp::{QpState, QpType};
 use crate::transport::linger::Idle as LingerIdle;
 use crate::transport::verbs::{SendWqe, WcStatus};
@@ -73,6 +73,25 @@ pub(crate) fn pull_sq(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntr
     new
 }
 
+/// An AH of PD `pd` is about to go: takes into the engine what the
+/// processes' UD QPs in that PD have posted and the kernel has not taken
+/// yet (a QP that lingers, or whose sender is between two looks at its
+/// ring, got no doorbell for it), while the AH still exists; their work
+/// items send it. Requests the engine holds keep their own copy of their
+/// address (`QpEntry::post_send`). A walk of the processes' UD QPs.
+pub(crate) fn take_posted_ud(dev: &FerroceDevice, st: &mut DevState, pd: u32) {
+    let mut cur = st.qp_ud;
+    for _ in 0..st.qps.len() {
+        let Some(q) = cur else { break };
+        let Some(e) = st.qps.get_mut(q as usize).and_then(|e| e.as_deref_mut()) else { break };
+        cur = e.ud_next;
+        let posted = e.rings.as_ref().is_some_and(|r| r.sq.prod() != r.sq_taken);
+        if e.pd == pd && posted && pull_sq(dev, e, &st.ahs) > 0 {
+            e.core.queue_work();
+        }
+    }
+}
+
 /// Takes the SQ ring's next slot (`sq_taken`) into the engine, or fails it
 /// (a malformed one); its length. Not inlined: the slot's copies (up to
 /// 32 SGEs or 512 inline bytes) are off the stack when the caller goes on,
@@ -83,9 +102,9 @@ fn take_sq_slot(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntry>]) -
     let slot: RingSqWqe = r.sq.read_sq(r.sq_taken);
     let mut len = 0;
     let ok = match send_wqe(&slot, e, r, ahs) {
-        Some(w) => {
+        Some(mut w) => {
             len = w.length().unwrap_or(u32::MAX);
-            e.qp.post_send(&w).is_ok()
+            e.post_send(ahs, &mut w).is_ok()
         }
         None => false,
     };

@@ -15,7 +15,9 @@
 
 use crate::transport::engine::{Qp, RecvSlot, SendSlot};
 use crate::transport::memory::{check_bind, check_invalidate, check_region, check_window, needed_access, Binding, Key, MemError, Memory, Region, Window};
-use crate::transport::verbs::{access, Cqe, FastReg, MwBind, RecvWqe};
+use crate::transport::verbs::{access, Cqe, FastReg, MwBind, RecvWqe, SendWqe};
+use crate::transport::qp::QpType;
+use crate::transport::error::Error as EngineError;
 // The slot policy (cyclic cursor, kernel reserve) and the shared rings'
 // index rules are host-tested in the engine crate.
 use crate::transport::shared_ring;
@@ -95,6 +97,15 @@ pub(crate) struct QpEntry {
     /// UD: the last packet went to a QP of this device, so the next ones
     /// are built straight into the device's buffer (`net::direct_batch`).
     pub(crate) ud_direct: bool,
+    /// UD: the address each request the engine holds goes to, copied from
+    /// its AH when the request is taken (as a NIC copies it into the WQE:
+    /// the process may destroy the AH before the datagram leaves). A
+    /// request's `ah` names its slot here; `ud_av_next` is the next
+    /// request's. One slot per engine SQ slot, used in the engine's
+    /// order: a slot comes round again only after the engine has let go
+    /// of the request that had it.
+    pub(crate) ud_avs: KVVec<Option<Av>>,
+    pub(crate) ud_av_next: u32,
     /// The SRQ the QP takes its receive WQEs from.
     pub(crate) srq: Option<usize>,
     /// On an SRQ: the node that carries the WQE of an unfinished message
@@ -137,6 +148,10 @@ pub(crate) struct QpEntry {
     pub(crate) linger_listed: bool,
     pub(crate) linger_next: Option<u32>,
     pub(crate) linger_since: u64,
+    /// A process's UD QP: in the device's list of them
+    /// (`DevState::qp_ud`, which an AH's destroy walks), the next in it.
+    pub(crate) ud_listed: bool,
+    pub(crate) ud_next: Option<u32>,
 }
 
 /// Pages of memory on demand an access found absent: `len` bytes from
@@ -179,11 +194,35 @@ impl QpEntry {
         srq.back = Some(n);
     }
 
-    /// Where AH `ah` sends, if it exists and is in this QP's PD (looked
-    /// up again when the datagram is sent: the AH may have been destroyed
-    /// and its slot reused by another PD since the WQE was posted).
-    pub(crate) fn ah_av(&self, ahs: &[Option<AhEntry>], ah: u32) -> Option<Av> {
-        ahs.get(ah as usize).copied().flatten().filter(|a| a.pd == self.pd).map(|a| a.av)
+    /// Posts `w` to the engine. A UD request's AH (`w.ah`, which must
+    /// exist in this QP's PD: `Invalid` otherwise) is looked up now and
+    /// its address kept in the request's slot of `ud_avs`, which `w.ah`
+    /// then names (see `sent_av`).
+    pub(crate) fn post_send(&mut self, ahs: &[Option<AhEntry>], w: &mut SendWqe) -> Result<(), EngineError> {
+        if self.qp.qp_type() != QpType::Ud {
+            return self.qp.post_send(w);
+        }
+        let av = ahs.get(w.ah as usize).copied().flatten().filter(|a| a.pd == self.pd).map(|a| a.av);
+        let n = self.ud_avs.len() as u32;
+        let (Some(av), true) = (av, n > 0) else {
+            return Err(EngineError::Invalid);
+        };
+        let slot = self.ud_av_next % n;
+        w.ah = slot;
+        self.qp.post_send(w)?;
+        // Only once the engine holds it: a full engine refuses the request
+        // and the slot still belongs to the oldest one it holds.
+        if let Some(s) = self.ud_avs.get_mut(slot as usize) {
+            *s = Some(av);
+        }
+        self.ud_av_next = (slot + 1) % n;
+        Ok(())
+    }
+
+    /// Where the UD datagram the engine built for a request (`Transmit::ah`:
+    /// its `ud_avs` slot) goes.
+    pub(crate) fn sent_av(&self, ah: u32) -> Option<Av> {
+        self.ud_avs.get(ah as usize).copied().flatten()
     }
 
     /// Notes a transmitted packet (`pkt`: BTH onward); true when it is an
@@ -785,6 +824,9 @@ pub(crate) struct DevState {
     /// `sched::MAX_LINGERING`).
     pub(crate) qp_linger: Option<u32>,
     pub(crate) lingering: u32,
+    /// The processes' UD QPs (threaded through `QpEntry::ud_next`):
+    /// `rings::take_posted_ud` walks them when an AH goes.
+    pub(crate) qp_ud: Option<u32>,
     /// The linger work is running and looks at the list without sleeping
     /// between looks: a doorbell enters its QP in the list instead of
     /// kicking it in the process's call (`sched::doorbell`). Cleared by
@@ -926,6 +968,7 @@ impl DevState {
             qp_fault: None,
             qp_linger: None,
             lingering: 0,
+            qp_ud: None,
             linger_spinning: false,
             mcast: {
                 use crate::transport::mcast::{Group, Groups, MAX_GROUPS};
@@ -1078,6 +1121,24 @@ impl DevState {
             self.lingering = self.lingering.saturating_sub(1);
         }
         unlink_qp(&mut self.qps, &mut self.qp_linger, qpn, |e| (&mut e.linger_listed, &mut e.linger_next));
+    }
+
+    /// Enters QP `qpn`, a process's UD QP, in the list of them.
+    pub(crate) fn enter_qp_ud(&mut self, qpn: u32) {
+        let head = self.qp_ud;
+        let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return };
+        if e.ud_listed {
+            return;
+        }
+        e.ud_listed = true;
+        e.ud_next = head;
+        self.qp_ud = Some(qpn);
+    }
+
+    /// Takes QP `qpn` out of the list of the processes' UD QPs (its
+    /// destroy).
+    pub(crate) fn unlink_qp_ud(&mut self, qpn: u32) {
+        unlink_qp(&mut self.qps, &mut self.qp_ud, qpn, |e| (&mut e.ud_listed, &mut e.ud_next));
     }
 
     /// Enters QP `qpn` in the list of QPs that linger, from `now`: true if
