@@ -224,13 +224,13 @@ pub(crate) enum Idle {
 /// waits a little, `net::linger_wait`, and looks at the ring again) or asks
 /// for a doorbell and looks at the producer once more, as
 /// `transport::linger` decides (host-tested there).
-pub(crate) fn idle(e: &mut QpEntry) -> Idle {
+pub(crate) fn idle(dev: &FerroceDevice, e: &mut QpEntry) -> Idle {
     let busy = e.qp.send_queue_len() != 0;
     let Some(r) = e.rings.as_mut() else { return Idle::Stop };
     match r.linger.on_idle(busy) {
         LingerIdle::Stop => Idle::Stop,
         LingerIdle::Linger => Idle::Linger,
-        LingerIdle::AskDoorbell => ask_doorbell(r, e.qp.send_queue_len()),
+        LingerIdle::AskDoorbell => ask_doorbell(dev, Counter::RingAskIdle, r, e.qp.send_queue_len()),
     }
 }
 
@@ -241,8 +241,10 @@ pub(crate) fn idle(e: &mut QpEntry) -> Idle {
 /// holds (a process scribbling on its ring) is not new work, and a sender
 /// that rechecked it would loop forever (uverbs_fuzz hung a system call
 /// so).
-fn ask_doorbell(r: &mut QpRings, in_engine: usize) -> Idle {
+/// A doorbell newly asked for counts in `why`.
+fn ask_doorbell(dev: &FerroceDevice, why: Counter, r: &mut QpRings, in_engine: usize) -> Idle {
     if !r.need_db {
+        dev.count(why);
         r.need_db = true;
         r.sq.set_kflags(RING_NEED_DB);
     }
@@ -256,21 +258,21 @@ fn ask_doorbell(r: &mut QpRings, in_engine: usize) -> Idle {
 
 /// The device has no room for another lingering QP (`sched::settle`):
 /// this one, which `idle` told to linger, asks for the doorbell instead.
-pub(crate) fn linger_refused(e: &mut QpEntry) -> Idle {
+pub(crate) fn linger_refused(dev: &FerroceDevice, e: &mut QpEntry) -> Idle {
     let in_engine = e.qp.send_queue_len();
     let Some(r) = e.rings.as_mut() else { return Idle::Stop };
     r.linger.cancel();
-    ask_doorbell(r, in_engine)
+    ask_doorbell(dev, Counter::RingAskFull, r, in_engine)
 }
 
 /// The end of a linger (its work item waited), `others` other QPs still
 /// lingering: whether it found requests decides whether the QP keeps
 /// lingering; without any, the doorbell is asked for.
-pub(crate) fn linger_done(e: &mut QpEntry, others: u32) {
+pub(crate) fn linger_done(dev: &FerroceDevice, e: &mut QpEntry, others: u32) {
     let in_engine = e.qp.send_queue_len();
     let Some(r) = e.rings.as_mut() else { return };
     let pending = r.sq.prod().wrapping_sub(r.sq_taken).min(r.sq.entries());
     if r.linger.done_among(pending, others) {
-        let _ = ask_doorbell(r, in_engine);
+        let _ = ask_doorbell(dev, Counter::RingAskLinger, r, in_engine);
     }
 }

@@ -180,10 +180,10 @@ fn settle(dev: &FerroceDevice, st: &mut DevState, qpn: u32, nomem: bool) -> bool
     // them, which the linger work watches), or asks for a doorbell and
     // looks at its ring once more.
     let mut more = core::mem::take(&mut e.tx_again);
-    let idle = crate::driver::rings::idle(e);
+    let idle = crate::driver::rings::idle(dev, e);
     let idle = match idle {
         crate::driver::rings::Idle::Linger if st.lingering >= MAX_LINGERING => {
-            st.qp(qpn).map_or(crate::driver::rings::Idle::Stop, crate::driver::rings::linger_refused)
+            st.qp(qpn).map_or(crate::driver::rings::Idle::Stop, |e| crate::driver::rings::linger_refused(dev, e))
         }
         crate::driver::rings::Idle::Linger => {
             if st.enter_linger(qpn, now_ns()) {
@@ -273,7 +273,7 @@ pub(crate) fn linger_work(dev: &FerroceDevice) {
             let mut st = dev.state.lock();
             let now = now_ns();
             let limit = if st.lingering > CROWDED { LINGER_SPIN_NS } else { LINGER_NS };
-            let n = st.take_lingering(&mut ready, |e| {
+            let n = st.take_lingering(dev, &mut ready, |e| {
                 if !crate::driver::rings::waiting_for_more(e) {
                     posted = true;
                     return true;

@@ -1164,7 +1164,7 @@ impl DevState {
     /// `out.len()`, into `out` (each with `rings::linger_done` called);
     /// returns how many. A walk of the list, which `sched::MAX_LINGERING`
     /// bounds.
-    pub(crate) fn take_lingering(&mut self, out: &mut [u32], mut done: impl FnMut(&mut QpEntry) -> bool) -> usize {
+    pub(crate) fn take_lingering(&mut self, dev: &crate::driver::ferroce::FerroceDevice, out: &mut [u32], mut done: impl FnMut(&mut QpEntry) -> bool) -> usize {
         let mut n = 0usize;
         let mut prev: Option<u32> = None;
         let mut cur = self.qp_linger;
@@ -1190,7 +1190,7 @@ impl DevState {
             e.linger_listed = false;
             e.linger_next = None;
             self.lingering = self.lingering.saturating_sub(1);
-            crate::driver::rings::linger_done(e, self.lingering);
+            crate::driver::rings::linger_done(dev, e, self.lingering);
             match prev.and_then(|p| self.qps.get_mut(p as usize)).and_then(|e| e.as_deref_mut()) {
                 Some(p) => p.linger_next = next,
                 None => self.qp_linger = next,

@@ -372,9 +372,17 @@ pub(crate) enum Counter {
     OdpFault,
     /// Faults that failed (the range is refused until one succeeds).
     OdpFaultFailed,
+    /// A process's QP asked for doorbells: its sender found nothing new
+    /// and did not linger (nothing taken since its last look, a long
+    /// last request, or its lingers gave up).
+    RingAskIdle,
+    /// ...after a linger that found too little.
+    RingAskLinger,
+    /// ...because the device had no room for another lingering QP.
+    RingAskFull,
 }
 
-const NUM_COUNTERS: usize = 28;
+const NUM_COUNTERS: usize = 31;
 
 /// Counter names, in `Counter` order.
 static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered(UnsafeCell::new({
@@ -410,6 +418,9 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
         d(c"odp_absent"),
         d(c"odp_faults"),
         d(c"odp_fault_failed"),
+        d(c"ring_db_ask_idle"),
+        d(c"ring_db_ask_linger"),
+        d(c"ring_db_ask_full"),
     ]
 }));
 
