@@ -240,6 +240,7 @@ reports=$(kernel_reports; kmemleak_now)
 check "no kernel report in the log so far (oops, WARN, BUG, KASAN, leak...)" test -z "$reports"
 [ -n "$reports" ] && echo "$reports" | head -20
 
+report_only_from_here
 # The same harness against the stock kernel's rdma_rxe, REPORT ONLY (never
 # a failed check): uvrxe0 on a dummy netdev of its own namespace (both drivers
 # bind UDP 4791), UVF_RXE_SECS seconds (20, 8 on check-debug's), one seed.

@@ -19,6 +19,19 @@ check() {
 	fi
 }
 
+# report_only_from_here: the rest of the script only reports (another
+# driver under the same hostile load, to compare): the verdict so far is
+# kept in the run's directory. If that part brings the guest kernel down
+# (rdma_rxe did, under uverbs_fuzz: a general protection fault in
+# ib_uverbs_async_handler from rxe_receiver, 2026-12-06), tools/vm judges
+# the run on the checks before it, unless ferroce is in the oops.
+report_only_from_here() {
+	if [ -n "${ferroce_run:-}" ]; then
+		echo "$_fails" >"/ferroce/build/vm/$ferroce_run/verdict" && sync "/ferroce/build/vm/$ferroce_run/verdict"
+	fi
+	echo "--- from here on REPORT only ($_count checks, $_fails failed)"
+}
+
 # check_fails NAME COMMAND...: COMMAND must fail (bad input is refused).
 check_fails() {
 	local name=$1; shift
