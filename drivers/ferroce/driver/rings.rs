@@ -192,6 +192,18 @@ pub(crate) fn release(e: &mut QpEntry) {
     }
 }
 
+/// A doorbell was heard and the QP is in the linger work's list, which
+/// takes its requests at its next look: the process need not ring again
+/// until asked.
+pub(crate) fn doorbell_heard(e: &mut QpEntry) {
+    if let Some(r) = e.rings.as_mut() {
+        if r.need_db {
+            r.need_db = false;
+            r.sq.set_kflags(0);
+        }
+    }
+}
+
 /// Whether a lingering QP's ring still has nothing new (its work item
 /// waits a little longer for the process's next request).
 pub(crate) fn waiting_for_more(e: &QpEntry) -> bool {
