@@ -63,12 +63,7 @@ pub(crate) fn pull_sq(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntr
         }
     }
     if new > 0 {
-        if let Some(r) = e.rings.as_mut() {
-            if r.need_db {
-                r.need_db = false;
-                r.sq.set_kflags(0);
-            }
-        }
+        doorbell_heard(e);
     }
     new
 }
@@ -192,9 +187,9 @@ pub(crate) fn release(e: &mut QpEntry) {
     }
 }
 
-/// A doorbell was heard and the QP is in the linger work's list, which
-/// takes its requests at its next look: the process need not ring again
-/// until asked.
+/// The kernel took the QP's new requests, or heard its doorbell and has it
+/// in the linger work's list (which takes them at its next look): the
+/// process need not ring again until asked.
 pub(crate) fn doorbell_heard(e: &mut QpEntry) {
     if let Some(r) = e.rings.as_mut() {
         if r.need_db {

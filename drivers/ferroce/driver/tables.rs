@@ -1125,14 +1125,7 @@ impl DevState {
 
     /// Enters QP `qpn`, a process's UD QP, in the list of them.
     pub(crate) fn enter_qp_ud(&mut self, qpn: u32) {
-        let head = self.qp_ud;
-        let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return };
-        if e.ud_listed {
-            return;
-        }
-        e.ud_listed = true;
-        e.ud_next = head;
-        self.qp_ud = Some(qpn);
+        let _ = link_qp(&mut self.qps, &mut self.qp_ud, qpn, |e| (&mut e.ud_listed, &mut e.ud_next));
     }
 
     /// Takes QP `qpn` out of the list of the processes' UD QPs (its
@@ -1147,14 +1140,10 @@ impl DevState {
     /// (see `enter_linger_room`).
     pub(crate) fn enter_linger(&mut self, qpn: u32, now: u64) -> bool {
         let head = self.qp_linger;
-        let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return false };
-        if e.linger_listed {
+        let Some(e) = link_qp(&mut self.qps, &mut self.qp_linger, qpn, |e| (&mut e.linger_listed, &mut e.linger_next)) else {
             return false;
-        }
-        e.linger_listed = true;
-        e.linger_next = head;
+        };
         e.linger_since = now;
-        self.qp_linger = Some(qpn);
         self.lingering = self.lingering.saturating_add(1);
         head.is_none()
     }
@@ -1317,6 +1306,26 @@ impl DevState {
 /// Takes QP `qpn` out of a singly linked list of QPs whose head is `head`
 /// and whose "listed" flag and next node `link` names: a walk of the
 /// list, bounded by the QP table.
+/// Enters QP `qpn` at the head of the list `head` threaded through the
+/// QP entries by `link` (its listed flag and next field), the twin of
+/// `unlink_qp`; the entry. None, and nothing done, for a QP not in the
+/// table or already listed.
+fn link_qp<'a>(
+    qps: &'a mut [Option<KBox<QpEntry>>],
+    head: &mut Option<u32>,
+    qpn: u32,
+    link: impl Fn(&mut QpEntry) -> (&mut bool, &mut Option<u32>),
+) -> Option<&'a mut QpEntry> {
+    let e = qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut())?;
+    let (listed, next) = link(e);
+    if *listed {
+        return None;
+    }
+    *listed = true;
+    *next = head.replace(qpn);
+    Some(e)
+}
+
 fn unlink_qp(
     qps: &mut [Option<KBox<QpEntry>>],
     head: &mut Option<u32>,
