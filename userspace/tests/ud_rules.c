@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <arpa/inet.h>
 
 #include "testlib.h"
@@ -357,6 +358,92 @@ inline_done:
 		ibv_destroy_qp(t.qp); ibv_destroy_cq(t.cq);
 		ibv_destroy_qp(s.qp); ibv_destroy_cq(scq);
 		ibv_destroy_comp_channel(ch);
+	}
+
+	/*
+	 * Unsignaled sends, then the AH and the QP destroyed at once (rdma_cm's
+	 * mckey does so): every datagram still arrives. A NIC copies the AH
+	 * into the WQE at post time; here the kernel may take the requests
+	 * from the ring after the post returned, and may be sending some when
+	 * the destroy comes. 48 rounds of 12, every other one to a multicast
+	 * group.
+	 */
+	{
+		enum { ROUNDS = 48, PER = 12 };
+		int lost = 0, bad = 0, posted = 0, r_i, k;
+		struct qp rx = make_qp(0x4444, 1, 1);
+		/* Odd rounds send to a multicast group rx is attached to: those
+		 * datagrams go through the IP stack (sent after the kernel's
+		 * sender dropped its lock), the others inside the device. */
+		union ibv_gid group = { .raw = { 0xff, 0x0e, [13] = 1, [14] = 3, [15] = 7 } };
+		struct ibv_ah_attr ga = aa;
+
+		if (!memcmp(gid.raw, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12)) {
+			memset(group.raw, 0, 16);
+			group.raw[10] = group.raw[11] = 0xff;
+			group.raw[12] = 239; group.raw[13] = 1; group.raw[14] = 3; group.raw[15] = 7;
+		}
+		ga.grh.dgid = group;
+		ga.grh.hop_limit = 8;
+		if (ibv_attach_mcast(rx.qp, &group, 0))
+			die("ibv_attach_mcast");
+		struct ibv_qp_init_attr sa = {
+			.qp_type = IBV_QPT_UD, .sq_sig_all = 0,
+			.cap = { .max_send_wr = 16, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+		};
+
+		for (r_i = 0; r_i < ROUNDS; r_i++) {
+			struct ibv_cq *scq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+			struct ibv_qp *sq;
+			struct ibv_ah *sah = ibv_create_ah(pd, r_i % 2 ? &ga : &aa);
+			uint32_t to = r_i % 2 ? 0xffffff : rx.qp->qp_num;
+			int pause = (r_i / 2) % 8 * 25;
+
+			if (!scq || !sah)
+				die("ibv_create_cq/ah");
+			sa.send_cq = sa.recv_cq = scq;
+			sq = ibv_create_qp(pd, &sa);
+			if (!sq || tl_ud_rts(sq, 0x4444, 0x123))
+				die("ibv_create_qp (unsignaled sender)");
+			for (k = 0; k < PER; k++)
+				if (post_recv(&rx, 1000 + k, 24576 + k * 512, 512))
+					die("ibv_post_recv");
+			for (k = 0; k < PER; k++) {
+				struct ibv_sge sge = { .addr = (uintptr_t)buf + 8192 + k, .length = 16, .lkey = mr->lkey };
+				struct ibv_send_wr wr = {
+					.wr_id = k, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+					.wr.ud = { .ah = sah, .remote_qpn = to, .remote_qkey = 0x4444 },
+				}, *sbad;
+
+				posted += ibv_post_send(sq, &wr, &sbad) == 0;
+				/* Half-way, and before the destroy, a pause of
+				 * 0 to 175 us (mckey leaves its group there):
+				 * the kernel's sender may be mid-batch when
+				 * the destroy comes. */
+				if (k == PER / 2 && pause)
+					usleep(pause);
+			}
+			if (pause)
+				usleep(pause);
+			if (ibv_destroy_ah(sah) || ibv_destroy_qp(sq) || ibv_destroy_cq(scq))
+				die("destroy the unsignaled sender");
+			for (k = 0; k < PER; k++) {
+				if (!poll_kind(&rx, &wc, 1, 2000)) {
+					lost += PER - k;
+					break;
+				}
+				bad += wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)(1000 + k) ||
+				       memcmp(buf + 24576 + k * 512 + 40, buf + 8192 + k, 16);
+			}
+			if (lost)
+				break;
+		}
+		CHECK("unsignaled UD sends, AH and QP destroyed right after the posts: all posted",
+		      posted == (r_i < ROUNDS ? r_i + 1 : ROUNDS) * PER, "%d posted", posted);
+		CHECK("  ...every datagram arrives, in order, intact (48 rounds of 12)", !lost && !bad,
+		      "round %d: %d lost, %d wrong", r_i, lost, bad);
+		ibv_detach_mcast(rx.qp, &group, 0);
+		ibv_destroy_qp(rx.qp); ibv_destroy_cq(rx.cq);
 	}
 
 	union ibv_gid nowhere;

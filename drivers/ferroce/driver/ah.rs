@@ -9,7 +9,7 @@ use crate::rdma::object::Pd;
 use crate::rdma::udata::{CreateAhResp, Udata};
 use crate::rdma::wr::AhAttr;
 use crate::driver::ferroce::FerroceDevice;
-use crate::driver::tables::{grow, AhEntry};
+use crate::driver::tables::{alloc_growing, AhEntry};
 use kernel::prelude::*;
 
 /// An AH's data.
@@ -31,20 +31,14 @@ pub(super) fn create(pd: &Pd<'_, Ferroce>, attr: &AhAttr<'_>, udata: &mut Udata<
     let account = pd.data().account();
     let charge = quota::charge(account, Kind::Ah)?;
     let entry = AhEntry { av, pd: pd.data().handle };
-    let first = {
-        let mut st = dev.state.lock();
-        st.alloc_ah(account.is_some()).map(|idx| place(&mut st.ahs, idx, entry))
-    };
-    let index = match first {
-        Some(idx) => idx,
+    let index = if account.is_some() {
         // Only a process's AH grows the table: its call may sleep.
-        None if account.is_some() => {
-            grow(dev, Kind::Ah)?;
-            let mut st = dev.state.lock();
-            let idx = st.alloc_ah(true).ok_or(ENOMEM)?;
-            place(&mut st.ahs, idx, entry)
-        }
-        None => return Err(ENOMEM),
+        let (mut st, idx) = alloc_growing(dev, Kind::Ah, |st| st.alloc_ah(true))?;
+        place(&mut st.ahs, idx, entry)
+    } else {
+        let mut st = dev.state.lock();
+        let idx = st.alloc_ah(false).ok_or(ENOMEM)?;
+        place(&mut st.ahs, idx, entry)
     };
     if let Err(e) = udata.respond(&CreateAhResp { ah_handle: index as u32, reserved: 0 }) {
         clear(dev, index);
@@ -62,7 +56,15 @@ fn place(ahs: &mut [Option<AhEntry>], idx: usize, entry: AhEntry) -> usize {
 }
 
 pub(super) fn destroy(dev: &FerroceDevice, ah: AhData) {
-    clear(dev, ah.index as usize);
+    let mut guard = dev.state.lock();
+    let st = &mut *guard;
+    // What was posted with it before this call is sent with it.
+    if let Some(pd) = st.ahs.get(ah.index as usize).and_then(|a| a.as_ref()).map(|a| a.pd) {
+        crate::driver::rings::take_posted_ud(dev, st, pd);
+    }
+    if let Some(slot) = st.ahs.get_mut(ah.index as usize) {
+        *slot = None;
+    }
 }
 
 fn clear(dev: &FerroceDevice, index: usize) {

@@ -17,7 +17,7 @@ use crate::rdma::vtable::CqAttr;
 use crate::rdma::wr::WcSink;
 use crate::rdma::eopnotsupp;
 use crate::driver::ferroce::FerroceDevice;
-use crate::driver::tables::{grow, take_unused, CqEntry, MAX_CQE};
+use crate::driver::tables::{alloc_growing, take_unused, CqEntry, MAX_CQE};
 use kernel::prelude::*;
 
 /// A CQ's data.
@@ -60,16 +60,8 @@ pub(super) fn create(
     } else {
         (CqEntry::new(cq, attr.cqe as usize)?, attr.cqe)
     };
-    let mut st = dev.state.lock();
-    let index = match st.alloc_cq(udata.is_user()) {
-        Some(i) => i,
-        None => {
-            drop(st);
-            grow(dev, Kind::Cq)?;
-            st = dev.state.lock();
-            st.alloc_cq(udata.is_user()).ok_or(ENOMEM)?
-        }
-    };
+    let user = udata.is_user();
+    let (mut st, index) = alloc_growing(dev, Kind::Cq, |st| st.alloc_cq(user))?;
     if let Some(slot) = st.cqs.get_mut(index) {
         *slot = Some(entry);
     }

@@ -238,6 +238,10 @@ impl Driver for Ferroce {
         odp::fault_work(dev)
     }
 
+    fn linger_work(dev: &FerroceDevice) {
+        sched::linger_work(dev)
+    }
+
     fn advise_mr(pd: &Pd<'_, Self>, advice: Advice, sync: bool, sges: &[(u64, u32, u32)]) -> Result {
         odp::advise_mr(pd, advice, sync, sges)
     }

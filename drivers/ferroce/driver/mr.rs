@@ -13,7 +13,7 @@ use crate::rdma::object::{Mr, Mw, Pd};
 use crate::rdma::udata::Udata;
 use crate::rdma::eopnotsupp;
 use crate::driver::ferroce::FerroceDevice;
-use crate::driver::tables::{grow, unbind_from, FastMr, MrEntry, MrKind, WindowEntry, MAX_FAST_PAGES, PAGE_SIZE};
+use crate::driver::tables::{alloc_growing, unbind_from, FastMr, MrEntry, MrKind, WindowEntry, MAX_FAST_PAGES, PAGE_SIZE};
 use crate::transport::verbs::access;
 use kernel::prelude::*;
 
@@ -60,15 +60,17 @@ pub(crate) fn check_access(a: u32) -> Result<u32> {
 /// gives the entry back, dropped (a process's pages unpinned, which may
 /// sleep) after the lock.
 fn install(dev: &FerroceDevice, entry: MrEntry) -> Result<u32> {
-    let r = dev.state.lock().insert_mr(entry);
-    match r {
-        Ok(key) => Ok(key),
-        Err(entry) => {
-            grow(dev, Kind::Mr)?;
-            let r = dev.state.lock().insert_mr(entry);
-            r.map_err(|_full| ENOMEM)
+    // A full table hands the entry back for the second try; if that fails
+    // too, it is dropped here, after `alloc_growing` released the lock.
+    let mut entry = Some(entry);
+    let (_st, key) = alloc_growing(dev, Kind::Mr, |st| match st.insert_mr(entry.take()?) {
+        Ok(key) => Some(key),
+        Err(back) => {
+            entry = Some(back);
+            None
         }
-    }
+    })?;
+    Ok(key)
 }
 
 pub(super) fn reg_user(

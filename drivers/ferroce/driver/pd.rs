@@ -7,7 +7,7 @@ use super::ferroce::Ferroce;
 use crate::driver::quota::{self, Account, Charge, Kind};
 use crate::rdma::udata::Udata;
 use crate::driver::ferroce::FerroceDevice;
-use crate::driver::tables::{grow, PdOwner};
+use crate::driver::tables::{alloc_growing, PdOwner};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -34,14 +34,7 @@ pub(super) fn alloc(dev: &FerroceDevice, udata: &mut Udata<'_, Ferroce>) -> Resu
     let owner = if udata.is_user() { PdOwner::User } else { PdOwner::Kernel };
     // Given back (dropped) if the table is full.
     let charge = quota::charge(account_of(udata), Kind::Pd)?;
-    let first = dev.state.lock().alloc_pd(owner);
-    let handle = match first {
-        Some(h) => h,
-        None => {
-            grow(dev, Kind::Pd)?;
-            dev.state.lock().alloc_pd(owner).ok_or(ENOMEM)?
-        }
-    };
+    let (_st, handle) = alloc_growing(dev, Kind::Pd, |st| st.alloc_pd(owner))?;
     Ok(PdData { handle, charge })
 }
 

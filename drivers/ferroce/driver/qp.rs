@@ -16,7 +16,7 @@ use crate::rdma::wr::RecvWrs;
 use crate::rdma::{eopnotsupp, Counter};
 use crate::driver::ferroce::FerroceDevice;
 use crate::driver::ring::QpRings;
-use crate::driver::tables::{grow, Returned, QpEntry, Slots, GSI_QPN, MAX_FAST_PAGE_SIZE, MAX_QP_WR, SRQ_QP_SLOTS};
+use crate::driver::tables::{alloc_growing, Av, Returned, QpEntry, Slots, GSI_QPN, MAX_FAST_PAGE_SIZE, MAX_QP_WR, SRQ_QP_SLOTS};
 use crate::transport::engine::{Qp as EngineQp, QpConfig, RecvSlot, SendSlot};
 use crate::transport::qp::{mask, Mtu, QpState, QpType};
 use crate::transport::verbs::{FastReg, Payload, RecvWqe, SendWqe, WrOpcode, MAX_INLINE, MAX_SGE};
@@ -114,6 +114,7 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
         None
     };
     let sq = slots::<SendSlot>(cap.max_send_wr)?;
+    let ud_avs = if ty == QpType::Ud { slots::<Option<Av>>(cap.max_send_wr)? } else { KVVec::new() };
     let rq = slots::<RecvSlot>(if srq.is_some() { SRQ_QP_SLOTS } else { cap.max_recv_wr })?;
     // Allocated before the lock: a failure under it would drop the rings
     // there, and unmapping them may sleep.
@@ -121,16 +122,14 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
     let srq_spare = if srq.is_some() { Some(Returned::new()?) } else { None };
     let sig_all = init.sig_all();
     cap.max_inline_data = MAX_INLINE as u32;
-    let mut st = dev.state.lock();
-    let qpn = match st.alloc_qpn(gsi, udata.is_user()) {
-        Some(n) => n,
-        None if gsi => return Err(EBUSY),
-        None => {
-            drop(st);
-            grow(dev, Kind::Qp)?;
-            st = dev.state.lock();
-            st.alloc_qpn(gsi, udata.is_user()).ok_or(ENOMEM)?
-        }
+    let user = udata.is_user();
+    let (mut st, qpn) = if gsi {
+        // QP 1 is the one GSI QP: taken is taken, growing does not help.
+        let mut st = dev.state.lock();
+        let n = st.alloc_qpn(true, user).ok_or(EBUSY)?;
+        (st, n)
+    } else {
+        alloc_growing(dev, Kind::Qp, |st| st.alloc_qpn(false, user))?
     };
     let mut engine = EngineQp::new(
         QpConfig { qpn: qpn as u32, qp_type: ty, pd: pd_handle, sq_sig_all: sig_all },
@@ -162,6 +161,8 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
             tx_again: false,
             tx_max_psn: None,
             ud_direct: false,
+            ud_avs,
+            ud_av_next: 0,
             srq,
             srq_spare,
             pd: pd_handle,
@@ -177,6 +178,11 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
             fault: None,
             fault_listed: false,
             fault_next: None,
+            linger_listed: false,
+            linger_next: None,
+            linger_since: 0,
+            ud_listed: false,
+            ud_next: None,
         },
     );
     for i in [scq, rcq] {
@@ -189,6 +195,9 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
     }
     if let Some(slot) = st.qps.get_mut(qpn) {
         *slot = Some(entry);
+    }
+    if ty == QpType::Ud && user {
+        st.enter_qp_ud(qpn as u32);
     }
     drop(st);
     init.set_cap(&cap);
@@ -286,13 +295,22 @@ pub(super) fn query(qp: &Qp<'_, Ferroce>) -> Result<QpQuery> {
 /// unmapping may sleep).
 pub(super) fn destroy(qp: &Qp<'_, Ferroce>) -> Result {
     let dev = qp.device();
+    // Datagrams the process posted (UD, UC) leave before the QP goes, as
+    // from a NIC, which has them by the time the post returns: a QP that
+    // lingers may not have taken them yet.
+    let unacked = dev.state.lock().qp(qp.qpn()).is_some_and(|e| matches!(e.qp.qp_type(), QpType::Ud | QpType::Uc) && e.rings.is_some());
+    if unacked {
+        sched::send_posted(dev, qp.qpn());
+    }
     // Out of its multicast groups first, while its QPN is still its own.
     super::mcast::detach_all(dev, qp.qpn());
     let entry = {
         let mut st = dev.state.lock();
+        st.unlink_qp_ud(qp.qpn());
         st.unlink_cq_waiters(qp.qpn());
         st.unlink_qp_due(qp.qpn());
         st.unlink_qp_fault(qp.qpn());
+        st.unlink_qp_linger(qp.qpn());
         let mut entry = st.qps.get_mut(qp.qpn() as usize).and_then(|s| s.take());
         if let Some(e) = &entry {
             for i in [e.send_cq, e.recv_cq] {
@@ -372,6 +390,8 @@ pub(super) fn post_send(qp: &Qp<'_, Ferroce>, wrs: &mut SendWrs<'_, Ferroce>) ->
             return Err(EINVAL);
         }
         dev.count(Counter::RingDoorbell);
+        sched::doorbell(dev, qpn);
+        return Ok(());
     }
     let r = wrs.each(|w| post_one(dev, qpn, user, w));
     sched::kick(dev, qpn, sched::KICK_BUDGET_TASK);
@@ -387,10 +407,11 @@ fn post_one(dev: &FerroceDevice, qpn: u32, user: bool, w: &SendWr<'_, Ferroce>) 
     // and sleep).
     let mut data = [0u8; MAX_INLINE];
     let inline = if w.is_inline() { Some(w.gather_inline(user, &mut data)?) } else { None };
-    let mut st = dev.state.lock();
-    let e = st.qp(qpn).ok_or(EINVAL)?;
-    let wqe = send_wqe(w, e, inline.map(|n| (&data, n)))?;
-    e.qp.post_send(&wqe).map_err(|x| Error::from_errno(x.errno()))
+    let mut guard = dev.state.lock();
+    let st = &mut *guard;
+    let e = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()).ok_or(EINVAL)?;
+    let mut wqe = send_wqe(w, e, inline.map(|n| (&data, n)))?;
+    e.post_send(&st.ahs, &mut wqe).map_err(|x| Error::from_errno(x.errno()))
 }
 
 /// Posts one kernel consumer's receive request (not inlined: its 32 SGEs

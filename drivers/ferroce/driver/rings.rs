@@ -17,9 +17,9 @@
 use crate::rdma::Counter;
 use crate::driver::ferroce::FerroceDevice;
 use super::ring::QpRings;
-use crate::rdma::mmap::{rq_slot, sq_slot, ProdWatch, RingRqWqe, RingSqWqe, UserRing, RING_NEED_DB};
+use crate::rdma::mmap::{rq_slot, sq_slot, RingRqWqe, RingSqWqe, UserRing, RING_NEED_DB};
 use crate::transport::shared_ring::{self, recv_wqe, UdSend};
-use crate::driver::tables::{AhEntry, QpEntry};
+use crate::driver::tables::{AhEntry, DevState, QpEntry};
 use crate::transport::qp::{QpState, QpType};
 use crate::transport::linger::Idle as LingerIdle;
 use crate::transport::verbs::{SendWqe, WcStatus};
@@ -63,14 +63,28 @@ pub(crate) fn pull_sq(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntr
         }
     }
     if new > 0 {
-        if let Some(r) = e.rings.as_mut() {
-            if r.need_db {
-                r.need_db = false;
-                r.sq.set_kflags(0);
-            }
-        }
+        doorbell_heard(e);
     }
     new
+}
+
+/// An AH of PD `pd` is about to go: takes into the engine what the
+/// processes' UD QPs in that PD have posted and the kernel has not taken
+/// yet (a QP that lingers, or whose sender is between two looks at its
+/// ring, got no doorbell for it), while the AH still exists; their work
+/// items send it. Requests the engine holds keep their own copy of their
+/// address (`QpEntry::post_send`). A walk of the processes' UD QPs.
+pub(crate) fn take_posted_ud(dev: &FerroceDevice, st: &mut DevState, pd: u32) {
+    let mut cur = st.qp_ud;
+    for _ in 0..st.qps.len() {
+        let Some(q) = cur else { break };
+        let Some(e) = st.qps.get_mut(q as usize).and_then(|e| e.as_deref_mut()) else { break };
+        cur = e.ud_next;
+        let posted = e.rings.as_ref().is_some_and(|r| r.sq.prod() != r.sq_taken);
+        if e.pd == pd && posted && pull_sq(dev, e, &st.ahs) > 0 {
+            e.core.queue_work();
+        }
+    }
 }
 
 /// Takes the SQ ring's next slot (`sq_taken`) into the engine, or fails it
@@ -83,9 +97,9 @@ fn take_sq_slot(dev: &FerroceDevice, e: &mut QpEntry, ahs: &[Option<AhEntry>]) -
     let slot: RingSqWqe = r.sq.read_sq(r.sq_taken);
     let mut len = 0;
     let ok = match send_wqe(&slot, e, r, ahs) {
-        Some(w) => {
+        Some(mut w) => {
             len = w.length().unwrap_or(u32::MAX);
-            e.qp.post_send(&w).is_ok()
+            e.post_send(ahs, &mut w).is_ok()
         }
         None => false,
     };
@@ -173,16 +187,29 @@ pub(crate) fn release(e: &mut QpEntry) {
     }
 }
 
+/// The kernel took the QP's new requests, or heard its doorbell and has it
+/// in the linger work's list (which takes them at its next look): the
+/// process need not ring again until asked.
+pub(crate) fn doorbell_heard(e: &mut QpEntry) {
+    if let Some(r) = e.rings.as_mut() {
+        if r.need_db {
+            r.need_db = false;
+            r.sq.set_kflags(0);
+        }
+    }
+}
+
+/// Whether the kernel has taken every request of the QP's SQ ring (a
+/// producer index that claims more than the ring holds has nothing to
+/// take).
+pub(crate) fn sq_taken_all(e: &QpEntry) -> bool {
+    e.rings.as_ref().is_none_or(|r| claimed(&r.sq, r.sq_taken, e.qp.send_queue_len()).is_none_or(|n| n == 0))
+}
+
 /// Whether a lingering QP's ring still has nothing new (its work item
 /// waits a little longer for the process's next request).
 pub(crate) fn waiting_for_more(e: &QpEntry) -> bool {
     e.rings.as_ref().is_some_and(|r| r.linger.waiting() && r.sq.prod() == r.sq_taken)
-}
-
-/// For a lingering QP: where its SQ's producer index lives and the value
-/// that means "nothing new" (the work item watches it without the lock).
-pub(crate) fn linger_watch(e: &QpEntry) -> Option<(ProdWatch, u32)> {
-    e.rings.as_ref().filter(|r| r.linger.is_armed()).map(|r| (r.sq.watch(), r.sq_taken))
 }
 
 /// Whether a process's QP needs its sender to look at the SQ ring: new
@@ -211,39 +238,55 @@ pub(crate) enum Idle {
 /// waits a little, `net::linger_wait`, and looks at the ring again) or asks
 /// for a doorbell and looks at the producer once more, as
 /// `transport::linger` decides (host-tested there).
-pub(crate) fn idle(e: &mut QpEntry) -> Idle {
+pub(crate) fn idle(dev: &FerroceDevice, e: &mut QpEntry) -> Idle {
     let busy = e.qp.send_queue_len() != 0;
     let Some(r) = e.rings.as_mut() else { return Idle::Stop };
     match r.linger.on_idle(busy) {
         LingerIdle::Stop => Idle::Stop,
         LingerIdle::Linger => Idle::Linger,
-        LingerIdle::AskDoorbell => ask_doorbell(r),
+        LingerIdle::AskDoorbell => ask_doorbell(dev, Counter::RingAskIdle, r, e.qp.send_queue_len()),
     }
 }
 
 /// Sets FERROCE_RING_NEED_DB, then looks at the producer once more (the
 /// process publishes, then looks at the flag: one side sees the other).
-fn ask_doorbell(r: &mut QpRings) -> Idle {
+/// `Recheck` only for requests the sender can take (`in_engine`: requests
+/// the engine holds): a producer index that claims more than the ring
+/// holds (a process scribbling on its ring) is not new work, and a sender
+/// that rechecked it would loop forever (uverbs_fuzz hung a system call
+/// so).
+/// A doorbell newly asked for counts in `why`.
+fn ask_doorbell(dev: &FerroceDevice, why: Counter, r: &mut QpRings, in_engine: usize) -> Idle {
     if !r.need_db {
+        dev.count(why);
         r.need_db = true;
         r.sq.set_kflags(RING_NEED_DB);
     }
     // The flag before the index; the process does the mirror image.
     kernel::sync::barrier::smp_mb();
-    if r.sq.prod() != r.sq_taken {
-        Idle::Recheck
-    } else {
-        Idle::Stop
+    match claimed(&r.sq, r.sq_taken, in_engine) {
+        Some(n) if n > 0 => Idle::Recheck,
+        _ => Idle::Stop,
     }
 }
 
-/// The end of a linger (its work item waited): whether it found requests
-/// decides whether the QP keeps lingering; without any, the doorbell is
-/// asked for.
-pub(crate) fn linger_done(e: &mut QpEntry) {
+/// The device has no room for another lingering QP (`sched::settle`):
+/// this one, which `idle` told to linger, asks for the doorbell instead.
+pub(crate) fn linger_refused(dev: &FerroceDevice, e: &mut QpEntry) -> Idle {
+    let in_engine = e.qp.send_queue_len();
+    let Some(r) = e.rings.as_mut() else { return Idle::Stop };
+    r.linger.cancel();
+    ask_doorbell(dev, Counter::RingAskFull, r, in_engine)
+}
+
+/// The end of a linger (its work item waited), `others` other QPs still
+/// lingering: whether it found requests decides whether the QP keeps
+/// lingering; without any, the doorbell is asked for.
+pub(crate) fn linger_done(dev: &FerroceDevice, e: &mut QpEntry, others: u32) {
+    let in_engine = e.qp.send_queue_len();
     let Some(r) = e.rings.as_mut() else { return };
     let pending = r.sq.prod().wrapping_sub(r.sq_taken).min(r.sq.entries());
-    if r.linger.done(pending) {
-        let _ = ask_doorbell(r);
+    if r.linger.done_among(pending, others) {
+        let _ = ask_doorbell(dev, Counter::RingAskLinger, r, in_engine);
     }
 }

@@ -4,8 +4,9 @@
 //! passes (claim the QP, build a batch under the lock, send it after) and
 //! then, iteratively, the QPs its deliveries woke; the device's local queue
 //! is delivered by `run_local`; what is left over goes to the QP's or the
-//! device's work item. The QP timer, the QP work item (with the linger on a
-//! process's ring) and the device work item enter here.
+//! device's work item. The QP timer, the QP work item, the device's linger
+//! work (which watches the rings of the processes' idle QPs) and the
+//! device work item enter here.
 
 use super::complete::{drain, Notify};
 use super::tx::{self, Batch, Deferred};
@@ -139,6 +140,35 @@ fn kick_one(dev: &FerroceDevice, qpn: u32, budget: usize, chain: &mut Chain) {
     }
 }
 
+/// How long the destroy of a process's UD or UC QP waits, at most, for
+/// what it was posted to leave (`send_posted`).
+const SEND_POSTED_NS: u64 = 100_000_000;
+
+/// Sends what a process's UD or UC QP `qpn` was posted and has not sent
+/// yet, before the QP goes (as from a NIC, which holds the requests by the
+/// time the post returns: the linger work, or the kernel's sender between
+/// two looks at the ring, may not have taken them yet). A kick that finds
+/// another sender running only leaves it a note, and that sender's next
+/// pass would find the QP gone: this waits until no sender runs, the ring
+/// is taken and the engine has nothing ready (a sender that stopped for
+/// want of memory or a page fault counts as done), for at most
+/// `SEND_POSTED_NS` (a process posting without end cannot hold its own
+/// destroy). Process context.
+pub(crate) fn send_posted(dev: &FerroceDevice, qpn: u32) {
+    let start = now_ns();
+    loop {
+        kick(dev, qpn, KICK_BUDGET_TASK);
+        let done = {
+            let mut st = dev.state.lock();
+            st.qp(qpn).is_none_or(|e| !e.tx_busy && crate::driver::rings::sq_taken_all(e) && !e.qp.may_transmit(now_ns()))
+        };
+        if done || now_ns().saturating_sub(start) > SEND_POSTED_NS {
+            return;
+        }
+        sys::usleep_range(10, 20);
+    }
+}
+
 /// Makes this kick QP `qpn`'s one sender (under the device lock): one
 /// sender per QP keeps its packets in PSN order. A kick that finds another
 /// one running (the system call, the receive softirq and the work item can
@@ -167,7 +197,7 @@ fn claim(st: &mut DevState, qpn: u32) -> bool {
 /// (true: go on). Decided under the same lock a late kick takes to leave
 /// its note: nothing is lost.
 fn settle(dev: &FerroceDevice, st: &mut DevState, qpn: u32, nomem: bool) -> bool {
-    let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return false };
+    let Some(e) = st.qp(qpn) else { return false };
     e.arm_timer();
     if nomem {
         // The timer (ACK timeout) or the next event retries.
@@ -175,15 +205,29 @@ fn settle(dev: &FerroceDevice, st: &mut DevState, qpn: u32, nomem: bool) -> bool
         e.tx_busy = false;
         return false;
     }
-    // A process's QP that goes idle lingers, or asks for a doorbell and
+    // A process's QP that goes idle lingers (joins the device's list of
+    // them, which the linger work watches), or asks for a doorbell and
     // looks at its ring once more.
     let mut more = core::mem::take(&mut e.tx_again);
-    match crate::driver::rings::idle(e) {
-        crate::driver::rings::Idle::Recheck => more = true,
-        crate::driver::rings::Idle::Linger => e.core.queue_work(),
-        crate::driver::rings::Idle::Stop => {}
+    let idle = crate::driver::rings::idle(dev, e);
+    let idle = match idle {
+        crate::driver::rings::Idle::Linger if st.lingering >= MAX_LINGERING => {
+            st.qp(qpn).map_or(crate::driver::rings::Idle::Stop, |e| crate::driver::rings::linger_refused(dev, e))
+        }
+        crate::driver::rings::Idle::Linger => {
+            if st.enter_linger(qpn, now_ns()) {
+                dev.queue_linger_work();
+            }
+            crate::driver::rings::Idle::Stop
+        }
+        other => other,
+    };
+    if matches!(idle, crate::driver::rings::Idle::Recheck) {
+        more = true;
     }
-    e.tx_busy = more;
+    if let Some(e) = st.qp(qpn) {
+        e.tx_busy = more;
+    }
     more
 }
 
@@ -215,56 +259,117 @@ pub(crate) fn qp_timer(dev: &FerroceDevice, qpn: u32) {
 /// The QP's work item: continues a send side that had more to send than
 /// one `kick` may send.
 pub(crate) fn qp_work(dev: &FerroceDevice, qpn: u32) {
-    linger_wait(dev, qpn);
     kick(dev, qpn, KICK_BUDGET_TASK);
 }
 
-/// How long a lingering QP's work item waits for the process to post
-/// more (see `rings::idle`), sleeping 10-20 us at a time.
-const LINGER_NS: u64 = 300_000;
-/// The first part of a linger polls without sleeping (a sleep of 10 us
-/// takes far longer to come back from than the process takes to post).
+/// How long a QP lingers: the linger work waits this long for the process
+/// to post more (see `rings::idle`).
+pub(crate) const LINGER_NS: u64 = 300_000;
+/// For this long after a QP it watches was posted to, the linger work looks
+/// again without sleeping (a sleep of 10 us takes far longer to come back
+/// from than the process takes to post); then it sleeps 10-20 us between
+/// looks.
 const LINGER_SPIN_NS: u64 = 50_000;
+/// While it spins, the linger work looks at the rings (under the device
+/// lock) every this many ns.
+const LINGER_LOOK_NS: u64 = 2_000;
+/// QPs that linger at once, at most: the linger work walks all of them
+/// under the device lock at every look. Past this many, a QP that would
+/// linger asks for the doorbell instead (its process then rings it).
+pub(crate) const MAX_LINGERING: u32 = 128;
+/// With more than this many QPs lingering, a linger ends after
+/// `LINGER_SPIN_NS` instead of `LINGER_NS` (the list drains faster, and
+/// the QPs of a process posting to many make room for each other).
+const CROWDED: u32 = MAX_LINGERING / 4;
+/// QPs one look of the linger work takes out of the list before it kicks
+/// them.
+const LINGER_TAKE: usize = 16;
 
-/// A lingering QP's work item: waits (at most `LINGER_NS`) until the
-/// process has posted more before the kick that takes it, so that a
-/// process streaming requests finds the kernel still looking at its ring.
-fn linger_wait(dev: &FerroceDevice, qpn: u32) {
-    let start = now_ns();
-    let mut watch = None;
+/// The device's linger work: one for all the QPs that linger (not a work
+/// item each: with tens of QPs lingering at once, as many workers spinning
+/// took the CPUs from the processes posting to them). It looks at the
+/// send rings of the QPs in the device's list (`DevState::qp_linger`);
+/// a QP whose process posted, or whose `LINGER_NS` are up, leaves the
+/// list (`rings::linger_done` decides whether it asks for the doorbell)
+/// and is kicked. It returns when the list is empty; a QP that joins an
+/// empty list queues it again.
+pub(crate) fn linger_work(dev: &FerroceDevice) {
+    let mut active = now_ns();
     loop {
-        {
+        let mut ready = [0u32; LINGER_TAKE];
+        let mut posted = false;
+        let (n, spin) = {
             let mut st = dev.state.lock();
-            let Some(e) = st.qp(qpn) else { return };
-            if !crate::driver::rings::waiting_for_more(e) || now_ns().saturating_sub(start) > LINGER_NS {
-                crate::driver::rings::linger_done(e);
+            let now = now_ns();
+            let limit = if st.lingering > CROWDED { LINGER_SPIN_NS } else { LINGER_NS };
+            let n = st.take_lingering(dev, &mut ready, |e| {
+                if !crate::driver::rings::waiting_for_more(e) {
+                    posted = true;
+                    return true;
+                }
+                now.saturating_sub(e.linger_since) > limit
+            });
+            if posted {
+                active = now;
+            }
+            // The work ends when it finds the list empty and has nothing
+            // to kick; from then on a doorbell kicks in its own call.
+            let spin = now.saturating_sub(active) < LINGER_SPIN_NS && (n > 0 || st.qp_linger.is_some());
+            st.linger_spinning = spin;
+            if n == 0 && st.qp_linger.is_none() {
                 return;
             }
-            if watch.is_none() {
-                watch = crate::driver::rings::linger_watch(e);
-            }
+            (n, spin)
+        };
+        for &q in ready.get(..n).unwrap_or(&[]) {
+            kick(dev, q, KICK_BUDGET_TASK);
         }
-        if now_ns().saturating_sub(start) < LINGER_SPIN_NS {
-            // Spin on the producer index without the lock (posts from the
-            // process, kicks of other QPs go on meanwhile), coming back to
-            // the lock at most every 10 us.
-            let t0 = now_ns();
-            if let Some((prod, taken)) = watch.as_ref() {
-                // The watch holds the SQ ring's memory: no lock needed.
-                while prod.prod() == *taken && now_ns().saturating_sub(t0) < 10_000 {
-                    kernel::processor::cpu_relax();
-                }
-            }
-            sys::cond_resched();
+        sys::cond_resched();
+        if n > 0 {
             continue;
         }
-        // A short sleep in process context (the work item): the process
-        // whose next request we wait for may need this very CPU. (Not
-        // `kernel::time::delay::fsleep`: for 10 us it busy-waits in udelay
-        // and keeps the CPU; rings.sh counts 6836 system calls for 20000
-        // 64-byte writes with it, against fewer than 4000 asleep.)
-        sys::usleep_range(10, 20);
+        if spin {
+            // Posts from the processes and kicks of other QPs go on
+            // meanwhile: the lock is not held.
+            let t0 = now_ns();
+            while now_ns().saturating_sub(t0) < LINGER_LOOK_NS {
+                kernel::processor::cpu_relax();
+            }
+        } else {
+            // A short sleep in process context: the process whose next
+            // request we wait for may need this very CPU. (Not
+            // `kernel::time::delay::fsleep`: for 10 us it busy-waits in
+            // udelay and keeps the CPU; rings.sh counted 6836 system calls
+            // for 20000 64-byte writes with it, against fewer than 4000
+            // asleep.)
+            sys::usleep_range(10, 20);
+        }
     }
+}
+
+/// A process rang QP `qpn`'s doorbell (an empty `ibv_post_send` system
+/// call). While the linger work looks at the rings without sleeping, the
+/// QP joins its list and the work sends on its own CPU: the process goes
+/// back to posting at once (with `ib_write_bw -q 64`, each QP's first
+/// request of a burst rang, and the process then spent the call sending,
+/// its responder answering and the completion). Otherwise the call kicks.
+pub(crate) fn doorbell(dev: &FerroceDevice, qpn: u32) {
+    {
+        let mut st = dev.state.lock();
+        if st.linger_spinning && st.lingering < MAX_LINGERING {
+            // The work is looping (it cleared the flag under this lock
+            // before it could end): it takes the QP at its next look. The
+            // doorbell is heard: the process's next posts need not ring
+            // until the kernel asks again (they rang 2.5 times an ask with
+            // `ib_write_bw -q 64` while the flag stayed up until the take).
+            let _ = st.enter_linger(qpn, now_ns());
+            if let Some(e) = st.qp(qpn) {
+                crate::driver::rings::doorbell_heard(e);
+            }
+            return;
+        }
+    }
+    kick(dev, qpn, KICK_BUDGET_TASK);
 }
 
 /// Local packets one pass of `run_local` hands to the receive path

@@ -12,7 +12,7 @@ use crate::rdma::udata::{CreateSrqResp, ModifySrqCmd, Udata};
 use crate::rdma::vtable::SrqAttr;
 use crate::rdma::wr::RecvWrs;
 use crate::driver::ferroce::FerroceDevice;
-use crate::driver::tables::{grow, take_unused, SrqEntry, MAX_QP_WR};
+use crate::driver::tables::{alloc_growing, take_unused, SrqEntry, MAX_QP_WR};
 use crate::transport::verbs::{RecvWqe, MAX_SGE};
 use kernel::prelude::*;
 
@@ -53,16 +53,8 @@ pub(super) fn create(
     } else {
         SrqEntry::new(srq, attr.max_wr as usize, attr.max_sge, attr.srq_limit)?
     };
-    let mut st = dev.state.lock();
-    let index = match st.alloc_srq(udata.is_user()) {
-        Some(i) => i,
-        None => {
-            drop(st);
-            grow(dev, Kind::Srq)?;
-            st = dev.state.lock();
-            st.alloc_srq(udata.is_user()).ok_or(ENOMEM)?
-        }
-    };
+    let user = udata.is_user();
+    let (mut st, index) = alloc_growing(dev, Kind::Srq, |st| st.alloc_srq(user))?;
     if let Some(slot) = st.srqs.get_mut(index) {
         *slot = Some(entry);
     }

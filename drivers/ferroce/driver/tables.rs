@@ -15,7 +15,9 @@
 
 use crate::transport::engine::{Qp, RecvSlot, SendSlot};
 use crate::transport::memory::{check_bind, check_invalidate, check_region, check_window, needed_access, Binding, Key, MemError, Memory, Region, Window};
-use crate::transport::verbs::{access, Cqe, FastReg, MwBind, RecvWqe};
+use crate::transport::verbs::{access, Cqe, FastReg, MwBind, RecvWqe, SendWqe};
+use crate::transport::qp::QpType;
+use crate::transport::error::Error as EngineError;
 // The slot policy (cyclic cursor, kernel reserve) and the shared rings'
 // index rules are host-tested in the engine crate.
 use crate::transport::shared_ring;
@@ -95,6 +97,15 @@ pub(crate) struct QpEntry {
     /// UD: the last packet went to a QP of this device, so the next ones
     /// are built straight into the device's buffer (`net::direct_batch`).
     pub(crate) ud_direct: bool,
+    /// UD: the address each request the engine holds goes to, copied from
+    /// its AH when the request is taken (as a NIC copies it into the WQE:
+    /// the process may destroy the AH before the datagram leaves). A
+    /// request's `ah` names its slot here; `ud_av_next` is the next
+    /// request's. One slot per engine SQ slot, used in the engine's
+    /// order: a slot comes round again only after the engine has let go
+    /// of the request that had it.
+    pub(crate) ud_avs: KVVec<Option<Av>>,
+    pub(crate) ud_av_next: u32,
     /// The SRQ the QP takes its receive WQEs from.
     pub(crate) srq: Option<usize>,
     /// On an SRQ: the node that carries the WQE of an unfinished message
@@ -131,6 +142,16 @@ pub(crate) struct QpEntry {
     pub(crate) fault: Option<FaultAt>,
     pub(crate) fault_listed: bool,
     pub(crate) fault_next: Option<u32>,
+    /// A process's QP whose sender lingers (`rings::Idle::Linger`): in the
+    /// device's list of them (`DevState::qp_linger`), the next QP in it,
+    /// and when it joined (the linger ends `sched::LINGER_NS` later).
+    pub(crate) linger_listed: bool,
+    pub(crate) linger_next: Option<u32>,
+    pub(crate) linger_since: u64,
+    /// A process's UD QP: in the device's list of them
+    /// (`DevState::qp_ud`, which an AH's destroy walks), the next in it.
+    pub(crate) ud_listed: bool,
+    pub(crate) ud_next: Option<u32>,
 }
 
 /// Pages of memory on demand an access found absent: `len` bytes from
@@ -173,11 +194,35 @@ impl QpEntry {
         srq.back = Some(n);
     }
 
-    /// Where AH `ah` sends, if it exists and is in this QP's PD (looked
-    /// up again when the datagram is sent: the AH may have been destroyed
-    /// and its slot reused by another PD since the WQE was posted).
-    pub(crate) fn ah_av(&self, ahs: &[Option<AhEntry>], ah: u32) -> Option<Av> {
-        ahs.get(ah as usize).copied().flatten().filter(|a| a.pd == self.pd).map(|a| a.av)
+    /// Posts `w` to the engine. A UD request's AH (`w.ah`, which must
+    /// exist in this QP's PD: `Invalid` otherwise) is looked up now and
+    /// its address kept in the request's slot of `ud_avs`, which `w.ah`
+    /// then names (see `sent_av`).
+    pub(crate) fn post_send(&mut self, ahs: &[Option<AhEntry>], w: &mut SendWqe) -> Result<(), EngineError> {
+        if self.qp.qp_type() != QpType::Ud {
+            return self.qp.post_send(w);
+        }
+        let av = ahs.get(w.ah as usize).copied().flatten().filter(|a| a.pd == self.pd).map(|a| a.av);
+        let n = self.ud_avs.len() as u32;
+        let (Some(av), true) = (av, n > 0) else {
+            return Err(EngineError::Invalid);
+        };
+        let slot = self.ud_av_next % n;
+        w.ah = slot;
+        self.qp.post_send(w)?;
+        // Only once the engine holds it: a full engine refuses the request
+        // and the slot still belongs to the oldest one it holds.
+        if let Some(s) = self.ud_avs.get_mut(slot as usize) {
+            *s = Some(av);
+        }
+        self.ud_av_next = (slot + 1) % n;
+        Ok(())
+    }
+
+    /// Where the UD datagram the engine built for a request (`Transmit::ah`:
+    /// its `ud_avs` slot) goes.
+    pub(crate) fn sent_av(&self, ah: u32) -> Option<Av> {
+        self.ud_avs.get(ah as usize).copied().flatten()
     }
 
     /// Notes a transmitted packet (`pkt`: BTH onward); true when it is an
@@ -774,6 +819,19 @@ pub(crate) struct DevState {
     /// through `QpEntry::fault_next`): the device's fault work takes them
     /// from here.
     pub(crate) qp_fault: Option<u32>,
+    /// QPs that linger (threaded through `QpEntry::linger_next`), watched
+    /// by the device's linger work, and how many (at most
+    /// `sched::MAX_LINGERING`).
+    pub(crate) qp_linger: Option<u32>,
+    pub(crate) lingering: u32,
+    /// The processes' UD QPs (threaded through `QpEntry::ud_next`):
+    /// `rings::take_posted_ud` walks them when an AH goes.
+    pub(crate) qp_ud: Option<u32>,
+    /// The linger work is running and looks at the list without sleeping
+    /// between looks: a doorbell enters its QP in the list instead of
+    /// kicking it in the process's call (`sched::doorbell`). Cleared by
+    /// the work, under the lock, before it sleeps or ends.
+    pub(crate) linger_spinning: bool,
     /// The multicast groups and the UD QPs attached to each.
     pub(crate) mcast: crate::transport::mcast::Groups<KVVec<crate::transport::mcast::Group>>,
     /// Where `net::kick` builds an RC packet for a QP of this same device,
@@ -802,6 +860,30 @@ pub(crate) fn grow(dev: &crate::driver::ferroce::FerroceDevice, kind: Kind) -> R
     dev.state.lock().grow(&mut spare);
     drop(spare);
     Ok(())
+}
+
+/// The device lock's guard.
+pub(crate) type StateGuard<'a> = kernel::sync::lock::Guard<'a, DevState, crate::rdma::sync::BhSpinLockBackend>;
+
+/// Allocates in `kind`'s table with `alloc` under the device lock; when
+/// it finds no slot the table grows (`grow`, the lock dropped) and `alloc`
+/// runs once more. Returns the guard, still held (the caller enters its
+/// object under the same hold), and what `alloc` gave; `ENOMEM` when the
+/// table is at its largest or still full. May sleep.
+pub(crate) fn alloc_growing<'a, R>(
+    dev: &'a crate::driver::ferroce::FerroceDevice,
+    kind: Kind,
+    mut alloc: impl FnMut(&mut DevState) -> Option<R>,
+) -> Result<(StateGuard<'a>, R)> {
+    let mut st = dev.state.lock();
+    if let Some(r) = alloc(&mut st) {
+        return Ok((st, r));
+    }
+    drop(st);
+    grow(dev, kind)?;
+    let mut st = dev.state.lock();
+    let r = alloc(&mut st).ok_or(ENOMEM)?;
+    Ok((st, r))
 }
 
 /// Takes an object out of its table slot unless something still uses it
@@ -884,6 +966,10 @@ impl DevState {
             cq_due: None,
             qp_due: None,
             qp_fault: None,
+            qp_linger: None,
+            lingering: 0,
+            qp_ud: None,
+            linger_spinning: false,
             mcast: {
                 use crate::transport::mcast::{Group, Groups, MAX_GROUPS};
                 let mut v = KVVec::with_capacity(MAX_GROUPS, GFP_KERNEL_ACCOUNT)?;
@@ -1029,6 +1115,84 @@ impl DevState {
         unlink_qp(&mut self.qps, &mut self.qp_fault, qpn, |e| (&mut e.fault_listed, &mut e.fault_next));
     }
 
+    /// Takes QP `qpn` out of the list of QPs that linger (its destroy).
+    pub(crate) fn unlink_qp_linger(&mut self, qpn: u32) {
+        if self.qp(qpn).is_some_and(|e| e.linger_listed) {
+            self.lingering = self.lingering.saturating_sub(1);
+        }
+        unlink_qp(&mut self.qps, &mut self.qp_linger, qpn, |e| (&mut e.linger_listed, &mut e.linger_next));
+    }
+
+    /// Enters QP `qpn`, a process's UD QP, in the list of them.
+    pub(crate) fn enter_qp_ud(&mut self, qpn: u32) {
+        let _ = link_qp(&mut self.qps, &mut self.qp_ud, qpn, |e| (&mut e.ud_listed, &mut e.ud_next));
+    }
+
+    /// Takes QP `qpn` out of the list of the processes' UD QPs (its
+    /// destroy).
+    pub(crate) fn unlink_qp_ud(&mut self, qpn: u32) {
+        unlink_qp(&mut self.qps, &mut self.qp_ud, qpn, |e| (&mut e.ud_listed, &mut e.ud_next));
+    }
+
+    /// Enters QP `qpn` in the list of QPs that linger, from `now`: true if
+    /// the list was empty (the linger work may have ended: queue it).
+    /// False, and nothing entered, for a QP already in it or a full list
+    /// (see `enter_linger_room`).
+    pub(crate) fn enter_linger(&mut self, qpn: u32, now: u64) -> bool {
+        let head = self.qp_linger;
+        let Some(e) = link_qp(&mut self.qps, &mut self.qp_linger, qpn, |e| (&mut e.linger_listed, &mut e.linger_next)) else {
+            return false;
+        };
+        e.linger_since = now;
+        self.lingering = self.lingering.saturating_add(1);
+        head.is_none()
+    }
+
+    /// Takes out of the list of QPs that linger those whose linger is over
+    /// (`done`: their process posted, or the time is up), at most
+    /// `out.len()`, into `out` (each with `rings::linger_done` called);
+    /// returns how many. A walk of the list, which `sched::MAX_LINGERING`
+    /// bounds.
+    pub(crate) fn take_lingering(&mut self, dev: &crate::driver::ferroce::FerroceDevice, out: &mut [u32], mut done: impl FnMut(&mut QpEntry) -> bool) -> usize {
+        let mut n = 0usize;
+        let mut prev: Option<u32> = None;
+        let mut cur = self.qp_linger;
+        for _ in 0..self.qps.len() {
+            let Some(q) = cur else { break };
+            if n >= out.len() {
+                break;
+            }
+            let Some(e) = self.qps.get_mut(q as usize).and_then(|e| e.as_deref_mut()) else {
+                // Cannot be (destroy unlinks): the list ends here.
+                match prev.and_then(|p| self.qps.get_mut(p as usize)).and_then(|e| e.as_deref_mut()) {
+                    Some(p) => p.linger_next = None,
+                    None => self.qp_linger = None,
+                }
+                break;
+            };
+            let next = e.linger_next;
+            if !done(e) {
+                prev = Some(q);
+                cur = next;
+                continue;
+            }
+            e.linger_listed = false;
+            e.linger_next = None;
+            self.lingering = self.lingering.saturating_sub(1);
+            crate::driver::rings::linger_done(dev, e, self.lingering);
+            match prev.and_then(|p| self.qps.get_mut(p as usize)).and_then(|e| e.as_deref_mut()) {
+                Some(p) => p.linger_next = next,
+                None => self.qp_linger = next,
+            }
+            if let Some(slot) = out.get_mut(n) {
+                *slot = q;
+                n += 1;
+            }
+            cur = next;
+        }
+        n
+    }
+
     /// Enters QP entry `e` (number `qpn`) in the list of QPs waiting for a
     /// fault of `f`'s pages (the newest access's range replaces an older
     /// one: each retry finds what is still absent).
@@ -1142,6 +1306,26 @@ impl DevState {
 /// Takes QP `qpn` out of a singly linked list of QPs whose head is `head`
 /// and whose "listed" flag and next node `link` names: a walk of the
 /// list, bounded by the QP table.
+/// Enters QP `qpn` at the head of the list `head` threaded through the
+/// QP entries by `link` (its listed flag and next field), the twin of
+/// `unlink_qp`; the entry. None, and nothing done, for a QP not in the
+/// table or already listed.
+fn link_qp<'a>(
+    qps: &'a mut [Option<KBox<QpEntry>>],
+    head: &mut Option<u32>,
+    qpn: u32,
+    link: impl Fn(&mut QpEntry) -> (&mut bool, &mut Option<u32>),
+) -> Option<&'a mut QpEntry> {
+    let e = qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut())?;
+    let (listed, next) = link(e);
+    if *listed {
+        return None;
+    }
+    *listed = true;
+    *next = head.replace(qpn);
+    Some(e)
+}
+
 fn unlink_qp(
     qps: &mut [Option<KBox<QpEntry>>],
     head: &mut Option<u32>,

@@ -190,7 +190,7 @@ pub(super) fn build(dev: &FerroceDevice, st: &mut DevState, qpn: u32, now: u64, 
         };
         let av = match e.qp.qp_type() {
             QpType::Ud => {
-                let av = e.ah_av(&st.ahs, t.ah);
+                let av = e.sent_av(t.ah);
                 // To this device: the next batch goes direct.
                 e.ud_direct = av.is_some_and(|a| a.dip == a.sip);
                 av
@@ -256,7 +256,7 @@ fn direct_batch(dev: &FerroceDevice, st: &mut DevState, qpn: u32, path: Option<&
         let sport = e.qpn_source_port(t.dest_qpn);
         let av = match path {
             Some(av) => *av,
-            None => match e.ah_av(&st.ahs, t.ah) {
+            None => match e.sent_av(t.ah) {
                 Some(a) if a.dip == a.sip => a,
                 Some(a) => {
                     // Another host: this packet goes out in a socket

@@ -10,7 +10,6 @@ use super::vtable::Driver;
 use crate::transport::shared_ring::{RqSlot, SqSlot};
 use crate::transport::verbs::{send_flags, Cqe, Payload, Sge};
 use kernel::prelude::*;
-use kernel::sync::Arc;
 use kernel::sync::atomic::{Acquire, Atomic, Relaxed, Release};
 
 
@@ -104,9 +103,8 @@ pub(crate) fn ring_cqe(c: &Cqe) -> b::ferroce_cqe {
 }
 
 /// A ring's memory: `base` in the kernel's address space, `entry` the mmap
-/// entry that owns it. Shared ([`Arc`]) by the ring and the
-/// [`ProdWatch`]es taken from it; the last one removes the entry (the
-/// memory goes with the last mapping of it).
+/// entry that owns it. Dropping it removes the entry (the memory goes with
+/// the last mapping of it).
 ///
 /// # Invariants
 /// `base` is the start of the entry's memory, header first, for as long as
@@ -116,12 +114,11 @@ struct RingMem {
     entry: *mut b::rdma_user_mmap_entry,
 }
 
-// SAFETY: through a shared `RingMem` only the header's words are reached,
-// each with an atomic access (`word`); the slots are reached through the
+// SAFETY: the pointers name the entry's memory, which is not tied to a
+// thread; through a `RingMem` only the header's words are reached, each
+// with an atomic access (`word`); the slots are reached through the
 // `UserRing` (not `Sync`), under the device lock.
 unsafe impl Send for RingMem {}
-// SAFETY: as above.
-unsafe impl Sync for RingMem {}
 
 impl RingMem {
     /// The `u32` of the ring's header at `offset` (an `offset_of!` of one
@@ -153,7 +150,7 @@ impl Drop for RingMem {
 /// `stride` bytes. Everything in it may change under us at any moment, so
 /// every read is one copy and every index is checked.
 pub(crate) struct UserRing {
-    mem: Arc<RingMem>,
+    mem: RingMem,
     entries: u32,
     stride: usize,
     offset: u64,
@@ -161,18 +158,6 @@ pub(crate) struct UserRing {
     /// Not `Sync`: the slots are read and written through `&self` by one
     /// holder of the device lock at a time.
     _not_sync: core::marker::PhantomData<core::cell::Cell<()>>,
-}
-
-/// A ring's producer index, for a reader without the device lock (a QP's
-/// work item waiting for the process's next request). Holds the ring's
-/// memory.
-pub(crate) struct ProdWatch(Arc<RingMem>);
-
-impl ProdWatch {
-    /// The producer index (acquire).
-    pub(crate) fn prod(&self) -> u32 {
-        self.0.prod()
-    }
 }
 
 impl UserRing {
@@ -197,8 +182,6 @@ impl UserRing {
         }
         // INVARIANT: the entry's memory, header first.
         let mem = RingMem { base: base.cast(), entry };
-        // On failure `mem` is dropped: the entry is removed.
-        let mem = Arc::new(mem, GFP_KERNEL)?;
         Ok(Self { mem, entries, stride, offset, map_len, _not_sync: core::marker::PhantomData })
     }
 
@@ -209,11 +192,6 @@ impl UserRing {
     /// What the process needs to map it.
     pub(crate) fn map(&self) -> b::ferroce_ring_map {
         b::ferroce_ring_map { offset: self.offset, map_len: self.map_len, entries: self.entries }
-    }
-
-    /// A watch on the producer index that holds the ring's memory.
-    pub(crate) fn watch(&self) -> ProdWatch {
-        ProdWatch(self.mem.clone())
     }
 
     fn word(&self, offset: usize) -> &Atomic<u32> {

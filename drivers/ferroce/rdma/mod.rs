@@ -372,9 +372,17 @@ pub(crate) enum Counter {
     OdpFault,
     /// Faults that failed (the range is refused until one succeeds).
     OdpFaultFailed,
+    /// A process's QP asked for doorbells: its sender found nothing new
+    /// and did not linger (nothing taken since its last look, a long
+    /// last request, or its lingers gave up).
+    RingAskIdle,
+    /// ...after a linger that found too little.
+    RingAskLinger,
+    /// ...because the device had no room for another lingering QP.
+    RingAskFull,
 }
 
-const NUM_COUNTERS: usize = 28;
+const NUM_COUNTERS: usize = 31;
 
 /// Counter names, in `Counter` order.
 static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered(UnsafeCell::new({
@@ -410,6 +418,9 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
         d(c"odp_absent"),
         d(c"odp_faults"),
         d(c"odp_fault_failed"),
+        d(c"ring_db_ask_idle"),
+        d(c"ring_db_ask_linger"),
+        d(c"ring_db_ask_full"),
     ]
 }));
 
@@ -436,6 +447,9 @@ pub(crate) struct Device<T: Driver> {
     /// Faults in the pages of memory on demand that the datapath found
     /// absent ([`Driver::fault_work`]).
     fault_work: b::work_struct,
+    /// Watches the send rings of the QPs that linger
+    /// ([`Driver::linger_work`]).
+    linger_work: b::work_struct,
 }
 
 impl<T: Driver> Device<T> {
@@ -469,6 +483,7 @@ impl<T: Driver> Device<T> {
             b::ferroce_skbq_init(core::ptr::addr_of_mut!((*this).local_queue));
             b::ferroce_work_init(core::ptr::addr_of_mut!((*this).local_work), Some(net::device_work::<T>));
             b::ferroce_work_init(core::ptr::addr_of_mut!((*this).fault_work), Some(fault_work::<T>));
+            b::ferroce_work_init(core::ptr::addr_of_mut!((*this).linger_work), Some(linger_work::<T>));
             (*this).ndev = ndev.0;
         }
         // SAFETY: ours and unregistered: no one else reads it yet.
@@ -543,6 +558,15 @@ impl<T: Driver> Device<T> {
         unsafe { b::ferroce_work_queue(core::ptr::addr_of!(self.fault_work).cast_mut()) }
     }
 
+    /// Queues the device's linger work ([`Driver::linger_work`]) on the
+    /// QP workqueue (from a process's system call: on another CPU than
+    /// the process's); any context.
+    pub(crate) fn queue_linger_work(&self) {
+        // SAFETY: the work item is set up with the device and cancelled in
+        // `dealloc_driver`, before the device's memory goes.
+        unsafe { b::ferroce_qp_work_queue(core::ptr::addr_of!(self.linger_work).cast_mut()) }
+    }
+
     pub(crate) fn next_ip_id(&self) -> u16 {
         self.ip_id.fetch_add(1, Ordering::Relaxed)
     }
@@ -557,6 +581,17 @@ unsafe extern "C" fn fault_work<T: Driver>(w: *mut b::work_struct) {
     // SAFETY: as above (container_of).
     let dev = unsafe { &*w.byte_sub(core::mem::offset_of!(Device<T>, fault_work)).cast::<Device<T>>() };
     T::fault_work(dev);
+}
+
+/// The device's linger work item.
+///
+/// # Safety
+/// Only the kernel calls it, for the `linger_work` of a live device (it is
+/// cancelled before the device is freed).
+unsafe extern "C" fn linger_work<T: Driver>(w: *mut b::work_struct) {
+    // SAFETY: as above (container_of).
+    let dev = unsafe { &*w.byte_sub(core::mem::offset_of!(Device<T>, linger_work)).cast::<Device<T>>() };
+    T::linger_work(dev);
 }
 
 /// A random number from the kernel's generator (`get_random_u32`).
@@ -728,6 +763,7 @@ unsafe extern "C" fn dealloc_driver<T: Driver>(ibdev: *mut b::ib_device) {
         let fdev = ibdev.cast::<Device<T>>();
         b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).local_work));
         b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).fault_work));
+        b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).linger_work));
         // An asynchronous prefetch (`ibv_advise_mr`) holds its region's
         // umem, whose release needs the device: let them finish first.
         b::ferroce_wq_flush();

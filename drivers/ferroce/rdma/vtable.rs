@@ -205,6 +205,11 @@ pub(crate) trait Driver: Sized + 'static {
     /// and lets the QPs that waited for them go on (process context).
     fn fault_work(dev: &Device<Self>);
 
+    /// Watches the send rings of the QPs that linger and runs those a
+    /// process posted to (process context; queued by
+    /// `Device::queue_linger_work`).
+    fn linger_work(dev: &Device<Self>);
+
     /// `ibv_advise_mr`: prefetches the ranges `sges` names (`(addr, len,
     /// lkey)`) of regions on demand of `pd`; `sync`: before returning.
     fn advise_mr(pd: &Pd<'_, Self>, advice: Advice, sync: bool, sges: &[(u64, u32, u32)]) -> Result;
