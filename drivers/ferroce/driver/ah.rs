@@ -9,7 +9,7 @@ use crate::rdma::object::Pd;
 use crate::rdma::udata::{CreateAhResp, Udata};
 use crate::rdma::wr::AhAttr;
 use crate::driver::ferroce::FerroceDevice;
-use crate::driver::tables::{alloc_growing, AhEntry};
+use crate::driver::tables::{alloc_growing, AhEntry, DevState};
 use kernel::prelude::*;
 
 /// An AH's data.
@@ -41,7 +41,7 @@ pub(super) fn create(pd: &Pd<'_, Ferroce>, attr: &AhAttr<'_>, udata: &mut Udata<
         place(&mut st.ahs, idx, entry)
     };
     if let Err(e) = udata.respond(&CreateAhResp { ah_handle: index as u32, reserved: 0 }) {
-        clear(dev, index);
+        clear(&mut dev.state.lock(), index);
         return Err(e);
     }
     Ok(AhData { index: index as u32, _charge: charge })
@@ -62,13 +62,12 @@ pub(super) fn destroy(dev: &FerroceDevice, ah: AhData) {
     if let Some(pd) = st.ahs.get(ah.index as usize).and_then(|a| a.as_ref()).map(|a| a.pd) {
         crate::driver::rings::take_posted_ud(dev, st, pd);
     }
-    if let Some(slot) = st.ahs.get_mut(ah.index as usize) {
-        *slot = None;
-    }
+    clear(st, ah.index as usize);
 }
 
-fn clear(dev: &FerroceDevice, index: usize) {
-    if let Some(slot) = dev.state.lock().ahs.get_mut(index) {
+/// Frees AH slot `index`.
+fn clear(st: &mut DevState, index: usize) {
+    if let Some(slot) = st.ahs.get_mut(index) {
         *slot = None;
     }
 }
