@@ -1164,10 +1164,7 @@ impl DevState {
             }
             let Some(e) = self.qps.get_mut(q as usize).and_then(|e| e.as_deref_mut()) else {
                 // Cannot be (destroy unlinks): the list ends here.
-                match prev.and_then(|p| self.qps.get_mut(p as usize)).and_then(|e| e.as_deref_mut()) {
-                    Some(p) => p.linger_next = None,
-                    None => self.qp_linger = None,
-                }
+                self.linger_link_after(prev, None);
                 break;
             };
             let next = e.linger_next;
@@ -1180,10 +1177,7 @@ impl DevState {
             e.linger_next = None;
             self.lingering = self.lingering.saturating_sub(1);
             crate::driver::rings::linger_done(dev, e, self.lingering);
-            match prev.and_then(|p| self.qps.get_mut(p as usize)).and_then(|e| e.as_deref_mut()) {
-                Some(p) => p.linger_next = next,
-                None => self.qp_linger = next,
-            }
+            self.linger_link_after(prev, next);
             if let Some(slot) = out.get_mut(n) {
                 *slot = q;
                 n += 1;
@@ -1191,6 +1185,15 @@ impl DevState {
             cur = next;
         }
         n
+    }
+
+    /// In the list of QPs that linger, makes `next` follow `prev` (the
+    /// list's head when `prev` is `None`).
+    fn linger_link_after(&mut self, prev: Option<u32>, next: Option<u32>) {
+        match prev.and_then(|p| self.qps.get_mut(p as usize)).and_then(|e| e.as_deref_mut()) {
+            Some(p) => p.linger_next = next,
+            None => self.qp_linger = next,
+        }
     }
 
     /// Enters QP entry `e` (number `qpn`) in the list of QPs waiting for a
@@ -1303,9 +1306,6 @@ impl DevState {
     }
 }
 
-/// Takes QP `qpn` out of a singly linked list of QPs whose head is `head`
-/// and whose "listed" flag and next node `link` names: a walk of the
-/// list, bounded by the QP table.
 /// Enters QP `qpn` at the head of the list `head` threaded through the
 /// QP entries by `link` (its listed flag and next field), the twin of
 /// `unlink_qp`; the entry. None, and nothing done, for a QP not in the
@@ -1326,6 +1326,9 @@ fn link_qp<'a>(
     Some(e)
 }
 
+/// Takes QP `qpn` out of a singly linked list of QPs whose head is `head`
+/// and whose "listed" flag and next node `link` names: a walk of the
+/// list, bounded by the QP table.
 fn unlink_qp(
     qps: &mut [Option<KBox<QpEntry>>],
     head: &mut Option<u32>,
