@@ -66,11 +66,11 @@ expect "  ...both sides complete" 'test complete' "$(cat /tmp/cli.log)"
 check "udaddy (rdmacm-utils, UD through rdma_cm)" cm_pair "udaddy -b 10.0.2.15" udaddy -s 10.0.2.15
 expect "  ...both sides complete" 'test complete' "$(cat /tmp/cli.log)"
 check "mckey (rdmacm-utils, UD multicast through rdma_cm) to 239.1.0.15" mckey_pair "" 10.0.2.15 "" 10.0.2.15 239.1.0.15
-check "ib_send_bw -R (500 iterations)" cm_pair "ib_send_bw -R -d fr0 -n 500" ib_send_bw -R -d fr0 -n 500 10.0.2.15
+check "ib_send_bw -R (500 iterations)" cm_pair "ib_send_bw -R -d fr0 -n 500" env "LD_PRELOAD=$CM_CONNECT_DELAY" ib_send_bw -R -d fr0 -n 500 10.0.2.15
 expect "  ...every iteration counted" '^ *65536 +500 ' "$(cat /tmp/cli.log)"
-check "ib_write_lat -R (500 iterations)" cm_pair "ib_write_lat -R -d fr0 -n 500" ib_write_lat -R -d fr0 -n 500 10.0.2.15
+check "ib_write_lat -R (500 iterations)" cm_pair "ib_write_lat -R -d fr0 -n 500" env "LD_PRELOAD=$CM_CONNECT_DELAY" ib_write_lat -R -d fr0 -n 500 10.0.2.15
 expect "  ...every iteration counted" '^ *2 +500 ' "$(cat /tmp/cli.log)"
-check "ib_read_bw -R (200 iterations)" cm_pair "ib_read_bw -R -d fr0 -n 200" ib_read_bw -R -d fr0 -n 200 10.0.2.15
+check "ib_read_bw -R (200 iterations)" cm_pair "ib_read_bw -R -d fr0 -n 200" env "LD_PRELOAD=$CM_CONNECT_DELAY" ib_read_bw -R -d fr0 -n 200 10.0.2.15
 expect "  ...every iteration counted" '^ *65536 +200 ' "$(cat /tmp/cli.log)"
 
 # Every process left: the device holds only what it held before.

@@ -192,7 +192,9 @@ client_cmd() {
 	mckey) CMD=(stdbuf -oL mckey -b "$(selfip $v)" -s "$@") ;;
 	mcast) CMD=(build/userspace/tests/mcast $DEV "$(gid $v)" "$@" send) ;;
 	*) if is_cm "$prog" "$@"; then
-		CMD=("$prog" -d $DEV "$@" "$(peerip $v)")
+		# (perftest -R: its second connect waits for the server's
+		# listener, userspace/tests/cm_connect_delay.c)
+		CMD=(env "LD_PRELOAD=$CM_CONNECT_DELAY" "$prog" -d $DEV "$@" "$(peerip $v)")
 	else
 		CMD=("$prog" -d $DEV "$(gidflag "$prog")" "$(gid $v)" "$@" "$FERROCE_PEER_IP")
 	fi ;;
