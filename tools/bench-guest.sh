@@ -74,73 +74,9 @@ for round in $(seq "$ROUNDS"); do
 		done
 	done
 done
-# profile_run DRV NAME CMD...: one timed run of a test (CMD with -D), the
-# steady state of three seconds of its traffic under perf, the report.
-# perf starts first, disabled (it takes seconds under TCG to set up), and
-# is switched on and off through its control FIFO.
-profile_run() {
-	local drv=$1 name=$2 f=$OUT/profile-$2-$1.txt; shift 2
-	rm -f /tmp/perf.ctl /tmp/perf.ack && mkfifo /tmp/perf.ctl /tmp/perf.ack
-	perf record -q -a -g -F 997 -e cpu-clock -D -1 --control=fifo:/tmp/perf.ctl,/tmp/perf.ack \
-		-o /tmp/perf.data -- sleep 120 >/tmp/perf-record.log 2>&1 &
-	local ppid=$! ack
-	exec 8<>/tmp/perf.ctl 9<>/tmp/perf.ack	# read-write: no open blocks, whether perf is up or not
-	pingpong $drv $drv 10.88.0.1 "$@" -d "${DEV[$drv]}" -x "${GID[$drv]}" >/tmp/run.log 2>&1 &
-	local rpid=$!
-	# until the client has connected and registered its buffers (zeroing
-	# them takes seconds under TCG) and packets flow: the device's counters
-	# grow by more than 1000 in half a second
-	local i a b=0
-	for i in $(seq 60); do
-		a=$b
-		b=$(ip netns exec $drv rdma statistic show link "${DEV[$drv]}/1" |
-			awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i } END { print s + 0 }')
-		[ $i -gt 1 ] && [ $((b - a)) -gt 1000 ] && break
-		sleep 0.5
-	done
-	echo enable >&8 && read -r -t 20 -u 9 ack
-	sleep 3
-	echo disable >&8 && read -r -t 20 -u 9 ack
-	exec 8>&- 9<&-
-	kill -INT $ppid 2>/dev/null
-	wait $ppid
-	wait $rpid
-	local st=$? v
-	v=$(bench_value "$unit" /tmp/cli.log)
-	{
-		echo "# profile of $name on $drv: perf record -a -e cpu-clock (the event TCG has), whole guest, 3 s of a timed run's traffic; the run: exit $st, $v $unit"
-		echo "## by object"
-		perf report -i /tmp/perf.data --stdio --no-children --sort dso -g none --percent-limit 0.5 2>&1 | grep -v '^$'
-		echo "## by symbol"
-		perf report -i /tmp/perf.data --stdio --no-children --sort dso,sym -g none --percent-limit 0.4 2>&1 | grep -v '^$'
-		echo "## who calls the symbols above 5%"
-		perf report -i /tmp/perf.data --stdio --no-children --sort sym -g caller,2,callee,function,percent --percent-limit 5 2>&1 |
-			grep -v '^$' | head -n 150
-	} >"$f"
-	log "profile $name $drv: $f (exit $st, $v $unit)"
-	sed -n '/## by symbol/,$p' "$f" | grep -v '^#' | head -n 15
-}
+# the profiles (bench_profiles in tools/bench-lib.sh)
 if [[ $PROFILE == profile:* ]]; then
-	PROFILE=${PROFILE#profile:}
-	if [ "$PROFILE" != 1 ]; then
-		. "$(dirname "$0")/bench-lib.sh"	# the whole list again
-		bench_select "$PROFILE"
-	fi
-	if ! command -v perf >/dev/null; then
-		log "profile: no perf in the guest (tools/sysroot installs linux-perf; run it again)"
-	else
-		sysctl -qw kernel.perf_event_paranoid=-1 kernel.kptr_restrict=0
-		for t in "${BENCH_TESTS[@]}"; do
-			IFS='|' read -r name unit better cmd <<<"$t"
-			# a timed run (-D) instead of a count: setup (registering
-			# and zeroing the buffers) must not dominate the profile
-			cmd=$(sed -E 's/ -n [0-9]+/ -D 9/' <<<"$cmd")
-			for drv in rxe fr; do
-				set -- $cmd
-				profile_run $drv "$name" "$@"
-			done
-		done
-	fi
+	bench_profiles "${PROFILE#profile:}" "$OUT" "" run_loopback rxe rxe0 fr fr0
 fi
 ip netns exec fr rdma statistic show link fr0/1
 ip netns exec rxe rdma link delete rxe0

@@ -23,6 +23,9 @@ BENCH_TESTS=(
 	"send_lat_2|usec|lower|ib_send_lat -s 2 -n 2000"
 )
 
+# the whole list, whatever bench_select keeps (bench_profiles chooses from it)
+BENCH_ALL=("${BENCH_TESTS[@]}")
+
 # bench_select [NAMES]: keep in BENCH_TESTS only the tests named in NAMES
 # (comma- or space-separated; FERROCE_BENCH_TESTS of tools/bench, for short
 # development runs); all of them when NAMES is empty
@@ -167,4 +170,84 @@ bench_measure() {
 	echo "CPURUN $name $drv $round $CPU_SCALE $(ticks_s $((c3 - c2))) $b1 $m1 $v1" >>"$raw"
 	cpu=$(bench_cpu_line "$raw" CPU "$name" "$drv" "$round" $((c1 - c0)) $((c3 - c2)) "$b0" "$m0" "$b1" "$m1")
 	echo "$label: $v $unit; marginal CPU ${cpu} s for $((b1 - b0)) bytes, $((m1 - m0)) messages (whole runs: $(ticks_s $((c1 - c0))) s for $m0, $(ticks_s $((c3 - c2))) s for $m1 at $v1 $unit)"
+}
+
+# bench_profiles SPEC OUT SUFFIX RUNNER NS_RXE DEV_RXE NS_FR DEV_FR: after
+# the rounds, one more run of each test named in SPEC ("1": all of them;
+# else comma-separated names) per driver under `perf record -a` (cpu-clock:
+# the one event TCG has), not counted, reported by object, by symbol and by
+# caller into OUT/profile-<test><SUFFIX>-<driver>.txt. RUNNER DRV CMD...
+# runs one test (its client's report in /tmp/cli.log); NS_* and DEV_* name
+# the device of each driver whose counters show when traffic flows.
+bench_profiles() {
+	local spec=$1 out=$2 sfx=$3 runner=$4 t name unit better cmd drv
+	local -A ns=([rxe]=$5 [fr]=$7) dev=([rxe]=$6 [fr]=$8)
+	if ! command -v perf >/dev/null; then
+		echo "[bench] profile: no perf in the guest (tools/sysroot installs linux-perf; run it again)"
+		return 0
+	fi
+	sysctl -qw kernel.perf_event_paranoid=-1 kernel.kptr_restrict=0
+	local saved=("${BENCH_TESTS[@]}")
+	BENCH_TESTS=("${BENCH_ALL[@]}")
+	[ "$spec" = 1 ] || bench_select "$spec"
+	for t in "${BENCH_TESTS[@]}"; do
+		IFS='|' read -r name unit better cmd <<<"$t"
+		# a timed run (-D) instead of a count: setup (registering and
+		# zeroing the buffers) must not dominate the profile
+		cmd=$(sed -E 's/ -n [0-9]+/ -D 9/' <<<"$cmd")
+		for drv in rxe fr; do
+			# shellcheck disable=SC2086 # the perftest arguments, word by word
+			bench_profile_run "$out/profile-$name$sfx-$drv.txt" "$name$sfx" "$unit" "${ns[$drv]}" "${dev[$drv]}" "$runner" $drv $cmd
+		done
+	done
+	BENCH_TESTS=("${saved[@]}")
+}
+
+# bench_profile_run FILE NAME UNIT NS DEV RUNNER ARGS...: one timed run
+# (RUNNER ARGS..., in the background), the steady state of three seconds
+# of its traffic under perf, the report in FILE. perf starts first,
+# disabled (it takes seconds under TCG to set up), and is switched on and
+# off through its control FIFO.
+bench_profile_run() {
+	local f=$1 name=$2 unit=$3 ns=$4 dev=$5; shift 5
+	local drv=$2	# ARGS: RUNNER DRV CMD...
+	rm -f /tmp/perf.ctl /tmp/perf.ack && mkfifo /tmp/perf.ctl /tmp/perf.ack
+	perf record -q -a -g -F 997 -e cpu-clock -D -1 --control=fifo:/tmp/perf.ctl,/tmp/perf.ack \
+		-o /tmp/perf.data -- sleep 120 >/tmp/perf-record.log 2>&1 &
+	local ppid=$! ack
+	exec 8<>/tmp/perf.ctl 9<>/tmp/perf.ack	# read-write: no open blocks, whether perf is up or not
+	"$@" &
+	local rpid=$!
+	# until the client has connected and registered its buffers (zeroing
+	# them takes seconds under TCG) and packets flow: the device's counters
+	# grow by more than 1000 in half a second
+	local i a b=0
+	for i in $(seq 60); do
+		a=$b
+		b=$(ip netns exec "$ns" rdma statistic show link "$dev/1" |
+			awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i } END { print s + 0 }')
+		[ "$i" -gt 1 ] && [ $((b - a)) -gt 1000 ] && break
+		sleep 0.5
+	done
+	echo enable >&8 && read -r -t 20 -u 9 ack
+	sleep 3
+	echo disable >&8 && read -r -t 20 -u 9 ack
+	exec 8>&- 9<&-
+	kill -INT $ppid 2>/dev/null
+	wait $ppid
+	wait $rpid
+	local st=$? v
+	v=$(bench_value "$unit" /tmp/cli.log)
+	{
+		echo "# profile of $name on $drv: perf record -a -e cpu-clock (the event TCG has), whole guest, 3 s of a timed run's traffic; the run: exit $st, $v $unit"
+		echo "## by object"
+		perf report -i /tmp/perf.data --stdio --no-children --sort dso -g none --percent-limit 0.5 2>&1 | grep -v '^$'
+		echo "## by symbol"
+		perf report -i /tmp/perf.data --stdio --no-children --sort dso,sym -g none --percent-limit 0.4 2>&1 | grep -v '^$'
+		echo "## who calls the symbols above 5%"
+		perf report -i /tmp/perf.data --stdio --no-children --sort sym -g caller,2,callee,function,percent --percent-limit 5 2>&1 |
+			grep -v '^$' | head -n 150
+	} >"$f"
+	echo "[bench] profile $name $drv: $f (exit $st, $v $unit)"
+	sed -n '/## by symbol/,$p' "$f" | grep -v '^#' | head -n 15
 }

@@ -12,10 +12,15 @@
 # Writes build/bench/raw-veth.txt: "RESULT <test>_veth <driver> <round>
 # <value>" and "CPU <test>_veth <driver> <round> <cpu seconds> <bytes>
 # <messages>" lines.
-# Arguments: ROUNDS (default 3), optionally the tests to run.
+# Arguments: ROUNDS (default 3), optionally the tests to run, and
+# optionally "profile:1" or "profile:TEST,TEST...": after the rounds, one
+# profiled run of each test (or of those named) per driver,
+# build/bench/profile-<test>_veth-<driver>.txt (bench_profiles in
+# tools/bench-lib.sh).
 . "$(dirname "$0")/../tests/guest/lib.sh"
 . "$(dirname "$0")/bench-lib.sh"
 ROUNDS=${1:-3}
+PROFILE=${3:-}
 OUT=/ferroce/build/bench
 mkdir -p "$OUT"
 RAW=$OUT/raw-veth.txt
@@ -74,3 +79,6 @@ for round in $(seq "$ROUNDS"); do
 		done
 	done
 done
+if [[ $PROFILE == profile:* ]]; then
+	bench_profiles "${PROFILE#profile:}" "$OUT" _veth run_pair rxea rxe0 fra fr0
+fi
