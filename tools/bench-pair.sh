@@ -189,7 +189,7 @@ server_run() {
 		send srv $k $s $cal $((c1 - c0))
 		if [ $s != 0 ]; then
 			log "run $k: server $* on ${DEV[$d]} failed (exit $s):"
-			tail -n 5 /tmp/srv.log
+			tail -n 15 /tmp/srv.log
 		fi
 		recv 60 || return 1
 		[ "${MSG[0]}" = again ] || return 0
@@ -275,7 +275,7 @@ for round in $(seq "$ROUNDS"); do
 				echo "RESULT ${name}_2g $d $round $v" >>"$RAW"
 			else
 				log "round $round ${name}_2g $d: FAILED (client exit $C, server exit $S; $((SECONDS - t0)) s)"
-				tail -n 5 /tmp/cli.log
+				tail -n 15 /tmp/cli.log
 				echo "RESULT ${name}_2g $d $round failed" >>"$RAW"
 			fi
 			[ "$C$S" = 00 ] && [ "${CPU_SCALE:-0}" -gt 1 ] && [ $ok = 1 ] || continue
