@@ -98,16 +98,16 @@ cm_listening() {
 	done
 	return 1
 }
-# perftest_cm_race LOG: perftest -R's client sent its connection request
-# before the server's rdma_cm listener for the test QPs existed (the server
-# listens a second time after the handshake); the CM rejected it with reason
-# 8 (invalid service ID), and perftest's retry of the connect crashes or
-# gives up (linux-rdma/perftest#93): the run says nothing about the device
 # CM_CONNECT_DELAY: userspace/tests/cm_connect_delay.c, preloaded into
 # perftest's -R clients (env LD_PRELOAD=$CM_CONNECT_DELAY ib_send_bw -R ...):
 # their second connect waits 2 s, so that it reaches a server that listens
 CM_CONNECT_DELAY=$PWD/build/userspace/tests/cm_connect_delay.so
 [ -f "$CM_CONNECT_DELAY" ] || echo "WARNING: $CM_CONNECT_DELAY is missing (tools/build all builds it): perftest -R runs may lose perftest#93's race"
+# perftest_cm_race LOG: perftest -R's client sent its connection request
+# before the server's rdma_cm listener for the test QPs existed (the server
+# listens a second time after the handshake); the CM rejected it with reason
+# 8 (invalid service ID), and perftest's retry of the connect crashes or
+# gives up (linux-rdma/perftest#93): the run says nothing about the device
 perftest_cm_race() { grep -q "RDMA_CM_EVENT_REJECTED; error: 8\." "$1"; }
 # perftest_again TRY: whether the failed run TRY of 3 (/tmp/srv.log,
 # /tmp/cli.log) failed for perftest's own reasons and is worth another run:
