@@ -13,7 +13,7 @@ type gid_index >/dev/null 2>&1 || gid_index() {
 counter() {
 	rdma statistic show link "$1/1" | tr ' ' '\n' | awk -v n="$2" 'p { print; exit } $0 == n { p = 1 }'
 }
-COUNTERS="tx_retransmit rx_packets rx_accepted rx_drop_transport rx_seq_err_or_nak rx_drop_no_qp rx_drop_bad_icrc rx_drop_malformed tx_packets"
+COUNTERS="tx_retransmit tx_window_wait tx_window_cut rx_packets rx_accepted rx_drop_transport rx_seq_err_or_nak rx_drop_no_qp rx_drop_bad_icrc rx_drop_malformed tx_packets"
 # snapshot VAR: all counters of both devices into the associative array VAR
 snapshot() {
 	local -n s=$1
@@ -115,6 +115,39 @@ echo "packets per MB: clean link $pc, lossy link $pl"
 # every accepted packet got past validation: the path damaged nothing
 bad=$(( ${s2[fra.rx_drop_bad_icrc]} + ${s2[frb.rx_drop_bad_icrc]} + ${s2[fra.rx_drop_malformed]} + ${s2[frb.rx_drop_malformed]} ))
 check "no packet with a bad ICRC or malformed" test "$bad" = 0
+
+# 3. a narrow link and many QPs: netem sends 100 Mbit/s and holds at most
+# 100 packets; 64 QP pairs with 32 requests of up to 32 KiB each in flight
+# would put thousands of packets on it. Each QP's own window never goes
+# below 8 packets (1,024 for 64 pairs both ways), so only the device's
+# shared window (drivers/ferroce/transport/rc/shared.rs) keeps the total
+# near what the link holds: without it the QPs lose most of every round
+# and run out of retries (IBV_WC_RETRY_EXC_ERR, 5 runs of 5 across two
+# guests with ib_write_bw -q 1024).
+NARROW="rate 100mbit limit 100"
+ip netns exec a tc qdisc del dev va root
+ip netns exec b tc qdisc del dev vb root
+check "netem narrow link on va" ip netns exec a tc qdisc add dev va root netem $NARROW
+check "netem narrow link on vb" ip netns exec b tc qdisc add dev vb root netem $NARROW
+declare -A s3
+t=$SECONDS
+check "rc_integrity on a narrow link, 64 QP pairs, 32 requests each in flight ($OPS operations, seed 3)" \
+	run_rc /tmp/rc_narrow.log --qps 64 --window 32 --max-size 32768 --ops "$OPS" --seed 3 --timeout 60
+echo "narrow run: $((SECONDS - t)) s"
+snapshot s3
+qa=$(ip netns exec a tc -s qdisc show dev va)
+qb=$(ip netns exec b tc -s qdisc show dev vb)
+echo "$qa"
+echo "$qb"
+rdma statistic show link fra/1
+rdma statistic show link frb/1
+echo "counters during the narrow run:"
+deltas s2 s3
+waits=$(( ${s3[fra.tx_window_wait]} - ${s2[fra.tx_window_wait]} + ${s3[frb.tx_window_wait]} - ${s2[frb.tx_window_wait]} ))
+cuts=$(( ${s3[fra.tx_window_cut]} - ${s2[fra.tx_window_cut]} + ${s3[frb.tx_window_cut]} - ${s2[frb.tx_window_cut]} ))
+echo "narrow run: QPs queued for the shared window $waits times, the window cut $cuts times"
+check "the shared window held QPs back (tx_window_wait)" test "$waits" -gt 0
+check "the shared window shrank on losses (tx_window_cut)" test "$cuts" -gt 0
 
 ip netns exec a tc qdisc del dev va root
 ip netns exec b tc qdisc del dev vb root

@@ -190,6 +190,8 @@ impl Drop for Notify {
 /// Moves the finished completions of QP `qpn` into its CQs. A full CQ
 /// leaves the rest waiting in the QP (counted), to be moved by a later call.
 pub(crate) fn drain(dev: &FerroceDevice, st: &mut DevState, qpn: u32, ip_version: u8, notify: &mut Notify) {
+    // Every engine step comes here: the shared window learns of it.
+    st.wire_sync(dev, qpn);
     let DevState { qps, cqs, ahs, cq_due, qp_due, .. } = st;
     let Some(e) = qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else {
         return;

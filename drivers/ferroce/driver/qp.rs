@@ -183,6 +183,10 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
             linger_since: 0,
             ud_listed: false,
             ud_next: None,
+            wire_charge: 0,
+            wire_grant: 0,
+            wire_listed: false,
+            wire_next: None,
         },
     );
     for i in [scq, rcq] {
@@ -311,6 +315,7 @@ pub(super) fn destroy(qp: &Qp<'_, Ferroce>) -> Result {
         st.unlink_qp_due(qp.qpn());
         st.unlink_qp_fault(qp.qpn());
         st.unlink_qp_linger(qp.qpn());
+        st.wire_forget(qp.qpn());
         let mut entry = st.qps.get_mut(qp.qpn() as usize).and_then(|s| s.take());
         if let Some(e) = &entry {
             for i in [e.send_cq, e.recv_cq] {
@@ -333,6 +338,8 @@ pub(super) fn destroy(qp: &Qp<'_, Ferroce>) -> Result {
         e.core.stop_hooks();
     }
     drop(entry);
+    // Its charge to the shared window went back: room for the waiters.
+    sched::kick_woken(dev);
     Ok(())
 }
 

@@ -108,6 +108,7 @@ fn kick_one(dev: &FerroceDevice, qpn: u32, budget: usize, chain: &mut Chain) {
     loop {
         let mut notify = Notify::new();
         let mut batch = Batch::new();
+        let mut woken: Deferred;
         let more = {
             let mut st = dev.state.lock();
             let st = &mut *st;
@@ -127,6 +128,7 @@ fn kick_one(dev: &FerroceDevice, qpn: u32, budget: usize, chain: &mut Chain) {
             let n = tx::build(dev, st, qpn, now_ns(), budget.saturating_sub(sent), &mut batch, &mut notify);
             sent = sent.saturating_add(n);
             drain(dev, st, qpn, 0, &mut notify);
+            woken = core::mem::take(&mut st.wire_woken);
             batch.progressed() || settle(dev, st, qpn, batch.nomem)
         };
         notify.run(dev);
@@ -134,6 +136,8 @@ fn kick_one(dev: &FerroceDevice, qpn: u32, budget: usize, chain: &mut Chain) {
             run_local(dev, LOCAL_BUDGET);
         }
         chain.take(dev, &mut batch.direct.peers);
+        // QPs that room in the shared window woke run next, in turn.
+        chain.take(dev, &mut woken);
         if !more {
             return;
         }
@@ -234,7 +238,25 @@ fn settle(dev: &FerroceDevice, st: &mut DevState, qpn: u32, nomem: bool) -> bool
 /// A datagram from the wire (IP header onwards), from the UDP tunnel's
 /// receive callback: received, then the QP it woke sends.
 pub(crate) fn receive_datagram(dev: &FerroceDevice, packet: &[u8]) {
-    if let Some(qpn) = super::rx::receive(dev, packet, false) {
+    match super::rx::receive(dev, packet, false) {
+        Some(qpn) => kick(dev, qpn, KICK_BUDGET_SOFTIRQ),
+        // An ACK that left its QP nothing to send may still have made room
+        // in the shared window for others.
+        None => kick_woken(dev),
+    }
+}
+
+/// Runs the QPs that room in the shared window woke (`DevState::wire_woken`)
+/// where no `kick` follows to take them.
+pub(crate) fn kick_woken(dev: &FerroceDevice) {
+    let mut woken = {
+        let mut st = dev.state.lock();
+        if st.wire_woken.is_empty() {
+            return;
+        }
+        core::mem::take(&mut st.wire_woken)
+    };
+    for qpn in woken.take() {
         kick(dev, qpn, KICK_BUDGET_SOFTIRQ);
     }
 }

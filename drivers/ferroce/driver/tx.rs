@@ -53,7 +53,7 @@ struct Ready {
 /// RC QPs whose send side runs after a batch of local deliveries (once the
 /// local queue is empty, or after `direct_batch`), not after each packet.
 #[derive(Default)]
-pub(super) struct Deferred {
+pub(crate) struct Deferred {
     qpns: [u32; 8],
     n: usize,
 }
@@ -167,6 +167,7 @@ pub(super) fn build(dev: &FerroceDevice, st: &mut DevState, qpn: u32, now: u64, 
         }
         return b.direct.n;
     }
+    st.wire_begin(qpn);
     let Some(e) = st.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return 0 };
     let mut mem = Mem::of(&mut st.mrs, dev, e);
     let mut sent = 0usize;
@@ -206,6 +207,7 @@ pub(super) fn build(dev: &FerroceDevice, st: &mut DevState, qpn: u32, now: u64, 
     }
     let at = mem.fault.take();
     crate::driver::odp::want(dev, &mut st.qp_fault, e, qpn, at);
+    st.wire_end(dev, qpn, now);
     sent
 }
 

@@ -380,9 +380,13 @@ pub(crate) enum Counter {
     RingAskLinger,
     /// ...because the device had no room for another lingering QP.
     RingAskFull,
+    /// An RC QP waited for room in the device's shared send window.
+    TxWindowWait,
+    /// A loss or ACK timeout cut the device's shared send window.
+    TxWindowCut,
 }
 
-const NUM_COUNTERS: usize = 31;
+const NUM_COUNTERS: usize = 33;
 
 /// Counter names, in `Counter` order.
 static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered(UnsafeCell::new({
@@ -421,6 +425,8 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
         d(c"ring_db_ask_idle"),
         d(c"ring_db_ask_linger"),
         d(c"ring_db_ask_full"),
+        d(c"tx_window_wait"),
+        d(c"tx_window_cut"),
     ]
 }));
 

@@ -10,11 +10,12 @@
 use super::super::engine::{Qp, RecvSlot, RxOutcome, SendSlot};
 use super::super::memory::{MemError, Memory};
 use super::super::wire::packet::TransportPacket;
-use super::super::qp::QpState;
+use super::super::qp::{QpState, QpType};
 use super::super::ring::Storage;
 use super::super::sg::{self, SgError};
 use super::super::verbs::{WcStatus, WrOpcode};
 use super::super::wire::{AethRepr, AethSyndrome, NakCode, Operation, Psn};
+use super::shared::CcEvents;
 use super::{ack_timeout_ns, rnr_timer_ns, MIN_CWND, RNR_RETRY_INFINITE, WINDOW};
 
 /// Completer state.
@@ -41,6 +42,13 @@ pub struct CompState {
     pub(crate) cwnd: u32,
     /// Packets acknowledged towards the next growth step.
     pub(crate) cwnd_acc: u32,
+    /// What the device's shared window has not yet been told
+    /// ([`Qp::take_cc`]).
+    pub(crate) cc: CcEvents,
+    /// The most packets the requester may have in flight, set by the
+    /// device around one transmit pass from its shared window ([`Qp::set_send_cap`];
+    /// `None`: only the QP's own window bounds it).
+    pub(crate) cap: Option<u32>,
 }
 
 /// An ACK reached past a READ or atomic whose response is missing.
@@ -142,11 +150,54 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     fn on_loss(&mut self) {
         self.comp.cwnd = (self.cwnd() / 2).max(MIN_CWND);
         self.comp.cwnd_acc = 0;
+        self.comp.cc.losses = self.comp.cc.losses.saturating_add(1);
+    }
+
+    /// Packets this QP has in flight on its path: from the first
+    /// unacknowledged PSN to the next one it sends (0 for a QP that is not
+    /// an RC requester in RTS or SQD). What it charges to the device's
+    /// shared window.
+    pub fn wire_in_flight(&self) -> u32 {
+        if self.ty != QpType::Rc || !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            return 0;
+        }
+        if self.req.next_psn.is_before(self.comp.una) {
+            return 0;
+        }
+        self.comp.una.distance_to(self.req.next_psn).min(WINDOW)
+    }
+
+    /// What the shared window has not yet been told: packets acknowledged,
+    /// losses and timeouts since the last call.
+    pub fn take_cc(&mut self) -> CcEvents {
+        core::mem::take(&mut self.comp.cc)
+    }
+
+    /// Bounds the packets in flight to `cap` (`None`: no bound but the
+    /// QP's own window) until the next call. The device sets it around
+    /// one transmit pass; [`Qp::may_transmit`] outside such a pass
+    /// answers as if there were none.
+    pub fn set_send_cap(&mut self, cap: Option<u32>) {
+        self.comp.cap = cap;
+    }
+
+    /// Whether this QP has a request ready that only the bound of
+    /// [`Qp::set_send_cap`] holds back.
+    pub fn held_by_cap(&mut self, now: u64) -> bool {
+        let Some(cap) = self.comp.cap else { return false };
+        if self.may_transmit(now) {
+            return false;
+        }
+        self.comp.cap = None;
+        let held = self.may_transmit(now);
+        self.comp.cap = Some(cap);
+        held
     }
 
     /// `acked` packets newly acknowledged: one more packet of window per
     /// window's worth (additive increase).
     fn grow_cwnd(&mut self, acked: u32) {
+        self.comp.cc.acked = self.comp.cc.acked.saturating_add(acked);
         let w = self.cwnd();
         if w >= WINDOW {
             return;
@@ -316,6 +367,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             slot.resp_pkts = slot.resp_pkts.saturating_add(1);
         }
         self.comp.una = psn.next();
+        self.comp.cc.acked = self.comp.cc.acked.saturating_add(1);
         if is_last {
             self.complete_send(seq, WcStatus::Success, 0);
             self.comp.comp_seq = seq.saturating_add(1);
@@ -367,6 +419,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         self.skip_completed();
         self.req.rd_atomic = self.req.rd_atomic.saturating_sub(1);
         self.comp.una = if self.comp.comp_seq >= self.req.sent_seq { self.req.psn_hi } else { psn.next() };
+        self.comp.cc.acked = self.comp.cc.acked.saturating_add(1);
         self.progress(now);
         RxOutcome::Accepted
     }
@@ -384,12 +437,21 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             self.comp.ack_deadline = None;
             return;
         }
+        if self.req.next_psn == self.comp.una {
+            // Nothing is on the wire (the requester went back and has not
+            // sent again: the device's shared window holds it back): no
+            // packet was lost, so no retry is counted; the timer waits for
+            // the next send.
+            self.comp.ack_deadline = ack_timeout_ns(self.attr.timeout).map(|t| now.saturating_add(t));
+            return;
+        }
         if self.comp.retry_left == 0 {
             self.fail(WcStatus::RetryExcErr, 0);
             return;
         }
         self.comp.retry_left = self.comp.retry_left.saturating_sub(1);
         self.comp.rewound_at = Some(self.comp.una);
+        self.comp.cc.timeouts = self.comp.cc.timeouts.saturating_add(1);
         self.on_loss();
         self.seek(self.comp.una);
         self.comp.ack_deadline = ack_timeout_ns(self.attr.timeout).map(|t| now.saturating_add(t));

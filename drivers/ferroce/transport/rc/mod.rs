@@ -11,6 +11,7 @@
 pub mod completer;
 pub mod requester;
 pub mod responder;
+pub mod shared;
 
 /// Largest RC message (IBTA: 2^31 bytes).
 pub const MAX_MESSAGE: u32 = 1 << 31;

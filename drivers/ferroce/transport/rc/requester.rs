@@ -95,7 +95,17 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// Whether the window of unacknowledged PSNs has room.
     pub(crate) fn window_open(&self) -> bool {
         // UC has no acknowledgements, so no window.
-        self.ty == QpType::Uc || self.comp.una.distance_to(self.req.next_psn) < self.cwnd()
+        self.ty == QpType::Uc || self.comp.una.distance_to(self.req.next_psn) < self.send_window()
+    }
+
+    /// The packets the requester may have in flight now: its congestion
+    /// window, further bounded during a transmit pass by the device's
+    /// shared window ([`Qp::set_send_cap`]).
+    fn send_window(&self) -> u32 {
+        match self.comp.cap {
+            Some(cap) => self.cwnd().min(cap),
+            None => self.cwnd(),
+        }
     }
 
     /// Whether the WQE may start now: fences wait for earlier READs and
@@ -231,6 +241,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             } else if !self.window_open() {
                 return None;
             }
+            let psn = self.req.next_psn;
             let len = match self.build_request(mem, seq, buf) {
                 Ok(len) => len,
                 Err(stop) => {
@@ -245,7 +256,11 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                     self.complete_send(seq, WcStatus::Success, 0);
                     self.skip_completed();
                 }
-            } else if self.comp.ack_deadline.is_none() {
+            } else if self.comp.ack_deadline.is_none() || psn == self.comp.una {
+                // The timer runs from the send of the oldest packet not
+                // acknowledged (its first send, or a resend after going
+                // back), so a requester the shared window held back is not
+                // timed for the wait.
                 self.comp.ack_deadline = ack_timeout_ns(self.attr.timeout).map(|t| now.saturating_add(t));
             }
             return Some(Transmit { len, ah: self.attr.ah, dest_qpn: self.attr.dest_qp_num });
@@ -385,8 +400,10 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         // AckReq every ACK_REQ_EVERY packets, every half window when the
         // congestion window is smaller, and on the packet that fills the
         // window: without it a window shorter than ACK_REQ_EVERY would wait
-        // for the ACK timeout.
-        let cwnd = self.cwnd();
+        // for the ACK timeout. The window is the one that holds the
+        // requester now: the shared window's bound too, so that a QP it
+        // lets send a few packets of a long message gets them acknowledged.
+        let cwnd = self.send_window();
         let fills = self.comp.una.distance_to(psn.next()) >= cwnd;
         h.bth.ack_req = self.ty == QpType::Rc && (last || fills || since >= ACK_REQ_EVERY.min((cwnd / 2).max(1)));
         let plen_us = plen as usize;

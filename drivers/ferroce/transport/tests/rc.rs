@@ -1298,3 +1298,121 @@ fn rc_qp_access_flags_take_on_demand_and_refuse_unknown_bits() {
     a.qp_access_flags = access::REMOTE_WRITE | 1 << 12;
     assert!(r.b.modify(&a, mask::ACCESS_FLAGS).is_err(), "an unknown bit is refused");
 }
+
+/// The device's shared window bounds an RC requester for one transmit pass
+/// (`set_send_cap`): it sends up to the bound, says that only the bound
+/// holds it back, charges what it has in flight, reports the packets
+/// acknowledged, and goes on when the bound lifts.
+#[test]
+fn rc_shared_window_cap_bounds_packets_in_flight() {
+    let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, sq: 256, ..RcParams::default() });
+    for i in 0..20 {
+        r.a.post_send(&write(&r, i, 16, 0x3_0000)).unwrap();
+    }
+    r.a.set_send_cap(Some(5));
+    let first = drain_tx(&mut r.a, 0, &mut r.ma);
+    assert_eq!(first.len(), 5, "the bound, not the QP's own window of 128");
+    assert_eq!(r.a.wire_in_flight(), 5);
+    assert!(r.a.held_by_cap(0));
+    r.a.set_send_cap(None);
+    assert!(!r.a.held_by_cap(0));
+    assert!(r.a.may_transmit(0), "outside a pass, no bound");
+    for x in &first {
+        deliver(&mut r.b, 0, &mut r.mb, x);
+    }
+    for x in &drain_tx(&mut r.b, 0, &mut r.mb) {
+        deliver(&mut r.a, 0, &mut r.ma, x);
+    }
+    let cc = r.a.take_cc();
+    assert_eq!((cc.acked, cc.losses, cc.timeouts), (5, 0, 0));
+    assert!(r.a.take_cc().is_empty(), "reported once");
+    assert_eq!(r.a.wire_in_flight(), 0);
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, 0);
+    assert_eq!(all_cqes(&mut r.a).0.len(), 20);
+    assert_eq!(r.a.wire_in_flight(), 0);
+}
+
+/// A requester that went back after a timeout and that the shared window
+/// then holds back has nothing on the wire: its ACK timer expires without
+/// counting a retry (no packet was lost), however long the wait, and the
+/// resend completes. Once packets are on the wire again, a lost one still
+/// costs a retry, and the last retry ends in RETRY_EXC_ERR.
+#[test]
+fn rc_ack_timer_counts_no_retry_while_the_shared_window_holds_the_requester() {
+    let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, retry_cnt: 1, ..RcParams::default() });
+    r.a.post_send(&write(&r, 1, 16, 0x3_0000)).unwrap();
+    assert_eq!(drain_tx(&mut r.a, 0, &mut r.ma).len(), 1, "lost");
+    let t = r.a.next_deadline().unwrap();
+    r.a.on_timer(t);
+    let cc = r.a.take_cc();
+    assert_eq!((cc.timeouts, cc.losses), (1, 1));
+    assert_eq!(r.a.wire_in_flight(), 0, "went back: nothing in flight");
+    // The shared window has no room.
+    r.a.set_send_cap(Some(0));
+    assert!(drain_tx(&mut r.a, t, &mut r.ma).is_empty());
+    assert!(r.a.held_by_cap(t));
+    r.a.set_send_cap(None);
+    let mut now = t;
+    for _ in 0..20 {
+        now = r.a.next_deadline().unwrap();
+        r.a.on_timer(now);
+    }
+    assert_eq!(r.a.state(), QpState::Rts);
+    assert!(r.a.poll_send_cq().is_none(), "no retry was spent on the wait");
+    assert!(r.a.take_cc().is_empty());
+    // Room again: the resend goes, and is lost too; the ACK timer runs
+    // from that resend and spends the last retry.
+    let again = drain_tx(&mut r.a, now + 1, &mut r.ma);
+    assert_eq!(again.len(), 1);
+    assert_eq!(r.a.next_deadline(), Some(now + 1 + (4096 << 8)), "timed from the resend");
+    r.a.on_timer(now + 1 + (4096 << 8));
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::RetryExcErr);
+}
+
+/// The same resend, delivered, completes: the wait cost nothing.
+#[test]
+fn rc_requester_held_by_the_shared_window_completes_when_room_comes() {
+    let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, retry_cnt: 1, ..RcParams::default() });
+    r.a.post_send(&write(&r, 1, 16, 0x3_0000)).unwrap();
+    drain_tx(&mut r.a, 0, &mut r.ma);
+    let t = r.a.next_deadline().unwrap();
+    r.a.on_timer(t);
+    r.a.set_send_cap(Some(0));
+    assert!(drain_tx(&mut r.a, t, &mut r.ma).is_empty());
+    r.a.set_send_cap(None);
+    let later = r.a.next_deadline().unwrap();
+    r.a.on_timer(later);
+    exchange(&mut r.a, &mut r.ma, &mut r.b, &mut r.mb, later);
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::Success);
+    assert_eq!(r.mb.bytes(r.tgt, 0, 16), r.ma.bytes(r.src, 0, 16));
+}
+
+/// A requester the shared window lets send a few packets of a long
+/// message asks for the ACK on the last of them: without it, nothing would
+/// acknowledge them before the ACK timeout (a retry spent, the window cut
+/// and everything sent again).
+#[test]
+fn rc_packet_that_fills_the_shared_window_bound_asks_for_an_ack() {
+    let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, ..RcParams::default() });
+    // One 64-packet WRITE (16 KiB at MTU 256), 5 packets at a time.
+    r.a.post_send(&write(&r, 1, 16384, 0x3_0000)).unwrap();
+    let mut now = 0;
+    for round in 0..13u32 {
+        r.a.set_send_cap(Some(r.a.wire_in_flight() + 5));
+        let sent = drain_tx(&mut r.a, now, &mut r.ma);
+        r.a.set_send_cap(None);
+        assert!(!sent.is_empty() && sent.len() <= 5, "round {round}: {} packets", sent.len());
+        assert!(p(sent.last().unwrap()).headers.bth.ack_req, "round {round}: the last packet the bound allows asks for an ACK");
+        for x in &sent {
+            deliver(&mut r.b, now, &mut r.mb, x);
+        }
+        for x in &drain_tx(&mut r.b, now, &mut r.mb) {
+            deliver(&mut r.a, now, &mut r.ma, x);
+        }
+        assert_eq!(r.a.wire_in_flight(), 0, "round {round}: all acknowledged");
+        now += 1000;
+    }
+    assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::Success);
+    assert!(r.a.take_cc().losses == 0, "no loss, no timeout");
+    assert_eq!(r.mb.bytes(r.tgt, 0, 16384), r.ma.bytes(r.src, 0, 16384));
+}
