@@ -35,10 +35,13 @@ impl DevState {
             return;
         }
         e.wire_charge = new;
-        let cuts = self.wire.cuts();
+        let (cuts, cwnd) = (self.wire.cuts(), self.wire.cwnd());
         self.wire.update(old, new, ev);
         if self.wire.cuts() != cuts {
             dev.count(Counter::TxWindowCut);
+        }
+        if self.wire.cwnd() != cwnd {
+            dev.set_gauge(Counter::TxWindow, u64::from(self.wire.cwnd()));
         }
         self.wire_wake();
     }

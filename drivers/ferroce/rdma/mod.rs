@@ -384,9 +384,11 @@ pub(crate) enum Counter {
     TxWindowWait,
     /// A loss or ACK timeout cut the device's shared send window.
     TxWindowCut,
+    /// The shared send window now, in packets (a gauge, not a count).
+    TxWindow,
 }
 
-const NUM_COUNTERS: usize = 33;
+const NUM_COUNTERS: usize = 34;
 
 /// Counter names, in `Counter` order.
 static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered(UnsafeCell::new({
@@ -427,6 +429,7 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
         d(c"ring_db_ask_full"),
         d(c"tx_window_wait"),
         d(c"tx_window_cut"),
+        d(c"tx_window"),
     ]
 }));
 
@@ -538,6 +541,13 @@ impl<T: Driver> Device<T> {
     pub(crate) fn count(&self, c: Counter) {
         if let Some(x) = self.counters.get(c as usize) {
             x.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Sets gauge `c` (a value now, not a count) to `v`.
+    pub(crate) fn set_gauge(&self, c: Counter, v: u64) {
+        if let Some(x) = self.counters.get(c as usize) {
+            x.store(v, Ordering::Relaxed);
         }
     }
 
