@@ -831,6 +831,27 @@ impl Case {
         }
     }
 
+    /// A transmit pass bounded as the device's shared window bounds one
+    /// (`set_send_cap`): with the bound at what the QP has in flight, no
+    /// request goes out (its packets in flight do not grow); the QP says
+    /// it is held back only if, the bound lifted, it has something to send.
+    fn drain_capped(&mut self, rng: &mut Rng, st: &mut Stats) {
+        let before = self.qp.wire_in_flight();
+        let cap = before + rng.below(3) as u32;
+        self.qp.set_send_cap(Some(cap));
+        self.drain_transmit(st);
+        let after = self.qp.wire_in_flight();
+        let held = self.qp.held_by_cap(self.now);
+        self.qp.set_send_cap(None);
+        if cap == before && self.qp.state() != QpState::Err {
+            assert!(after <= before, "a request went out past the bound: {before} -> {after} in flight");
+        }
+        if held {
+            assert!(self.qp.may_transmit(self.now), "held by the bound, yet nothing to send without it");
+        }
+        let _ = self.qp.take_cc();
+    }
+
     fn poll_cqs(&mut self, st: &mut Stats) {
         while let Some(c) = self.qp.poll_send_cq() {
             let w = self.posted_send.pop_front().expect("a send completion nobody posted");
@@ -1421,8 +1442,10 @@ fn step(rng: &mut Rng, c: &mut Case, opcodes: &[Opcode], st: &mut Stats) {
                 c.drain_transmit(st);
             }
         }
-    } else if r < 86 {
+    } else if r < 83 {
         c.drain_transmit(st);
+    } else if r < 86 {
+        c.drain_capped(rng, st);
     } else if r < 90 {
         c.timer(rng, st);
     } else if r < 94 {
