@@ -23,7 +23,7 @@ mod sched;
 pub(crate) mod srq;
 pub(crate) mod tables;
 mod tx;
-mod window;
+pub(crate) mod window;
 pub(crate) mod ucontext;
 
 use crate::rdma::mr::{KernelMem, PageStage};

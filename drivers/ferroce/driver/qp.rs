@@ -183,6 +183,7 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
             linger_since: 0,
             ud_listed: false,
             ud_next: None,
+            wire_slot: 0,
             wire_charge: 0,
             wire_grant: 0,
             wire_listed: false,

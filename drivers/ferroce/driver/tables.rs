@@ -152,10 +152,11 @@ pub(crate) struct QpEntry {
     /// (`DevState::qp_ud`, which an AH's destroy walks), the next in it.
     pub(crate) ud_listed: bool,
     pub(crate) ud_next: Option<u32>,
-    /// An RC QP on the wire: the packets it has charged to the device's
-    /// shared window (`window.rs`), the room reserved for it there when it
-    /// was woken, and whether it waits for room (in the device's FIFO of
-    /// them, `DevState::wire_head`), with the next QP in it.
+    /// An RC QP on the wire: the window of its destination (its slot in
+    /// `DevState::wire`), the packets it has charged to it, the room
+    /// reserved for it there when it was woken, and whether it waits for
+    /// room (in that window's FIFO), with the next QP in it.
+    pub(crate) wire_slot: u8,
     pub(crate) wire_charge: u32,
     pub(crate) wire_grant: u32,
     pub(crate) wire_listed: bool,
@@ -846,12 +847,10 @@ pub(crate) struct DevState {
     /// which it then delivers from here (no socket buffer): room for the
     /// largest transport packet.
     pub(crate) local_buf: KVVec<u8>,
-    /// The send window the RC QPs on the wire share
-    /// (`transport::rc::shared`), and the FIFO of QPs waiting for room in
-    /// it (threaded through `QpEntry::wire_next`).
-    pub(crate) wire: crate::transport::rc::shared::SharedWindow,
-    pub(crate) wire_head: Option<u32>,
-    pub(crate) wire_tail: Option<u32>,
+    /// The send windows the RC QPs on the wire share, one per destination
+    /// (by address hash), each with the FIFO of QPs waiting for room in it
+    /// (`window.rs`).
+    pub(crate) wire: [crate::driver::window::WireSlot; crate::transport::rc::shared::SHARED_SLOTS],
     /// Waiters that just left the FIFO with room reserved, for the next
     /// `kick` to run after its lock.
     pub(crate) wire_woken: crate::driver::tx::Deferred,
@@ -999,9 +998,7 @@ impl DevState {
                 v.resize(n, 0, GFP_KERNEL_ACCOUNT)?;
                 v
             },
-            wire: crate::transport::rc::shared::SharedWindow::new(),
-            wire_head: None,
-            wire_tail: None,
+            wire: core::array::from_fn(|_| crate::driver::window::WireSlot::default()),
             wire_woken: crate::driver::tx::Deferred::default(),
         })
     }

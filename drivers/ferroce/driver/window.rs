@@ -1,61 +1,90 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The device's shared send window (`transport::rc::shared`) in the
-//! driver. Every RC QP whose path leaves the device charges the packets it
-//! has in flight to the window after each engine step (`wire_sync`, from
-//! `complete::drain`, which runs after every receive, transmit pass, timer
-//! and modify); a transmit pass sends no more than the window allows
-//! (`wire_begin`, `wire_end`); a QP it holds back waits in a FIFO
-//! threaded through the QP table, and room that frees goes to the oldest
-//! waiter (reserved for it; it is kicked after the lock). QPs whose packets stay
-//! in the device (the direct path), UC and UD QPs are not bounded.
+//! The send windows a device's RC QPs on the wire share
+//! (`transport::rc::shared`), one per destination (by a hash of its
+//! address, `slot_of`), in the driver. Every RC QP whose path leaves the
+//! device charges the packets it has in flight to its destination's window
+//! after each engine step (`wire_sync`, from `complete::drain`, which runs
+//! after every receive, transmit pass, timer and modify); a transmit pass
+//! sends no more than the window allows (`wire_begin`, `wire_end`); a QP
+//! it holds back waits in the window's FIFO, threaded through the QP
+//! table, and room that frees goes to the oldest waiter (reserved for it;
+//! it is kicked after the lock). QPs whose packets stay in the device (the
+//! direct path), UC and UD QPs are not bounded.
 
 use crate::rdma::Counter;
 use crate::driver::ferroce::FerroceDevice;
 use crate::driver::tables::{DevState, QpEntry};
 use crate::transport::qp::QpType;
-use crate::transport::rc::shared::CcEvents;
+use crate::transport::rc::shared::{slot_of, CcEvents, SharedWindow};
 
-/// Whether QP entry `e`'s requests go on the wire: an RC QP whose path
-/// does not lead back to this device.
-fn on_wire(e: &QpEntry) -> bool {
-    e.qp.qp_type() == QpType::Rc && e.path.is_some_and(|p| p.dip != p.sip)
+/// One destination's window and the FIFO of the QPs waiting for room in
+/// it (threaded through `QpEntry::wire_next`).
+#[derive(Default)]
+pub(crate) struct WireSlot {
+    pub(crate) w: SharedWindow,
+    head: Option<u32>,
+    tail: Option<u32>,
+}
+
+/// The window slot of QP entry `e`'s requests, if they go on the wire (an
+/// RC QP whose path does not lead back to this device).
+fn slot_for(e: &QpEntry) -> Option<usize> {
+    if e.qp.qp_type() != QpType::Rc {
+        return None;
+    }
+    e.path.filter(|p| p.dip != p.sip).map(|p| slot_of(&p.dip))
 }
 
 impl DevState {
     /// After an engine step of QP `qpn`: its charge becomes what it has in
-    /// flight now, the window learns what it saw (acknowledgements, losses,
+    /// flight now, its window learns what it saw (acknowledgements, losses,
     /// timeouts), and room that freed goes to the waiters.
     pub(crate) fn wire_sync(&mut self, dev: &FerroceDevice, qpn: u32) {
         let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return };
         let ev = e.qp.take_cc();
-        let (new, ev) = if on_wire(e) { (e.qp.wire_in_flight(), ev) } else { (0, CcEvents::default()) };
+        let target = slot_for(e);
+        let (new, ev) = match target {
+            Some(_) => (e.qp.wire_in_flight(), ev),
+            None => (0, CcEvents::default()),
+        };
+        let cur = usize::from(e.wire_slot);
+        if let Some(t) = target.filter(|&t| t != cur) {
+            // A new path, to another destination: out of the old window.
+            self.wire_forget(qpn);
+            if let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
+                e.wire_slot = u8::try_from(t).unwrap_or(0);
+            }
+        }
+        let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return };
+        let slot = usize::from(e.wire_slot);
         let old = e.wire_charge;
         if old == new && ev.is_empty() {
             return;
         }
         e.wire_charge = new;
-        let (cuts, cwnd) = (self.wire.cuts(), self.wire.cwnd());
-        self.wire.update(old, new, ev);
-        if self.wire.cuts() != cuts {
+        let Some(s) = self.wire.get_mut(slot) else { return };
+        let (cuts, cwnd) = (s.w.cuts(), s.w.cwnd());
+        s.w.update(old, new, ev);
+        if s.w.cuts() != cuts {
             dev.count(Counter::TxWindowCut);
         }
-        if self.wire.cwnd() != cwnd {
-            dev.set_gauge(Counter::TxWindow, u64::from(self.wire.cwnd()));
+        if s.w.cwnd() != cwnd {
+            dev.set_gauge(Counter::TxWindow, u64::from(s.w.cwnd()));
         }
-        self.wire_wake();
+        self.wire_wake(slot);
     }
 
     /// Before a transmit pass of QP `qpn`: bounds its packets in flight to
     /// what it has plus its allowance (its reservation, and the free room
     /// when no QP waits).
     pub(crate) fn wire_begin(&mut self, qpn: u32) {
-        let waiters = self.wire_head.is_some();
         let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return };
-        if !on_wire(e) {
+        if slot_for(e).is_none() {
             return;
         }
-        let allow = self.wire.allowance(e.wire_grant, waiters);
+        let Some(s) = self.wire.get(usize::from(e.wire_slot)) else { return };
+        let allow = s.w.allowance(e.wire_grant, s.head.is_some());
         e.qp.set_send_cap(Some(e.qp.wire_in_flight().saturating_add(allow)));
     }
 
@@ -67,49 +96,67 @@ impl DevState {
         let held = e.qp.held_by_cap(now);
         e.qp.set_send_cap(None);
         let grant = core::mem::take(&mut e.wire_grant);
-        self.wire.release(grant);
+        let slot = usize::from(e.wire_slot);
+        if let Some(s) = self.wire.get_mut(slot) {
+            s.w.release(grant);
+        }
         self.wire_sync(dev, qpn);
         if held {
             self.wire_enqueue(dev, qpn);
         }
-        self.wire_wake();
+        let slot = self.qp(qpn).map_or(slot, |e| usize::from(e.wire_slot));
+        self.wire_wake(slot);
     }
 
-    /// QP `qpn` goes (its destroy): its charge and reservation go back,
-    /// and it leaves the waiters.
+    /// QP `qpn` leaves its window (its destroy, or a path to another
+    /// destination): its charge and reservation go back, and it leaves the
+    /// waiters.
     pub(crate) fn wire_forget(&mut self, qpn: u32) {
         let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return };
         let (charge, grant, listed) = (core::mem::take(&mut e.wire_charge), core::mem::take(&mut e.wire_grant), e.wire_listed);
-        self.wire.update(charge, 0, CcEvents::default());
-        self.wire.release(grant);
-        if listed {
-            self.wire_unlink(qpn);
+        let slot = usize::from(e.wire_slot);
+        if let Some(s) = self.wire.get_mut(slot) {
+            s.w.update(charge, 0, CcEvents::default());
+            s.w.release(grant);
         }
-        self.wire_wake();
+        if listed {
+            self.wire_unlink(slot, qpn);
+        }
+        self.wire_wake(slot);
     }
 
-    /// QP `qpn` joins the end of the waiters (once).
+    /// QP `qpn` joins the end of its window's waiters (once).
     fn wire_enqueue(&mut self, dev: &FerroceDevice, qpn: u32) {
-        let tail = self.wire_tail;
         let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return };
         if e.wire_listed {
             return;
         }
+        let slot = usize::from(e.wire_slot);
+        let Some(tail) = self.wire.get(slot).map(|s| s.tail) else { return };
         e.wire_listed = true;
         e.wire_next = None;
         dev.count(Counter::TxWindowWait);
-        match tail.and_then(|t| self.qps.get_mut(t as usize)).and_then(|e| e.as_deref_mut()) {
-            Some(t) => t.wire_next = Some(qpn),
+        let linked = match tail.and_then(|t| self.qps.get_mut(t as usize)).and_then(|e| e.as_deref_mut()) {
+            Some(t) => {
+                t.wire_next = Some(qpn);
+                true
+            }
             // (a tail that is gone cannot be: destroy unlinks)
-            None => self.wire_head = Some(qpn),
+            None => false,
+        };
+        if let Some(s) = self.wire.get_mut(slot) {
+            if !linked {
+                s.head = Some(qpn);
+            }
+            s.tail = Some(qpn);
         }
-        self.wire_tail = Some(qpn);
     }
 
-    /// Takes QP `qpn` out of the waiters: a walk of them.
-    fn wire_unlink(&mut self, qpn: u32) {
+    /// Takes QP `qpn` out of window `slot`'s waiters: a walk of them.
+    fn wire_unlink(&mut self, slot: usize, qpn: u32) {
+        let Some(head) = self.wire.get(slot).map(|s| s.head) else { return };
         let mut prev: Option<u32> = None;
-        let mut cur = self.wire_head;
+        let mut cur = head;
         for _ in 0..self.qps.len() {
             let Some(c) = cur else { return };
             let Some(e) = self.qps.get_mut(c as usize).and_then(|e| e.as_deref_mut()) else { return };
@@ -120,39 +167,48 @@ impl DevState {
             }
             let next = e.wire_next.take();
             e.wire_listed = false;
-            match prev.and_then(|p| self.qps.get_mut(p as usize)).and_then(|e| e.as_deref_mut()) {
-                Some(p) => p.wire_next = next,
-                None => self.wire_head = next,
-            }
-            if self.wire_tail == Some(qpn) {
-                self.wire_tail = prev;
+            let linked = match prev.and_then(|p| self.qps.get_mut(p as usize)).and_then(|e| e.as_deref_mut()) {
+                Some(p) => {
+                    p.wire_next = next;
+                    true
+                }
+                None => false,
+            };
+            if let Some(s) = self.wire.get_mut(slot) {
+                if !linked {
+                    s.head = next;
+                }
+                if s.tail == Some(qpn) {
+                    s.tail = prev;
+                }
             }
             return;
         }
     }
 
-    /// While the window has room, the oldest waiter leaves the FIFO with
-    /// a reservation, into the woken set (`wire_woken`) that the next
+    /// While window `slot` has room, its oldest waiter leaves the FIFO
+    /// with a reservation, into the woken set (`wire_woken`) that the next
     /// `kick` runs after its lock (`sched::kick_woken` where no kick
     /// follows); when the set is full, into its work item.
-    fn wire_wake(&mut self) {
-        let DevState { qps, wire, wire_head, wire_tail, wire_woken, .. } = self;
-        while let Some(q) = *wire_head {
-            if wire.room() == 0 {
+    fn wire_wake(&mut self, slot: usize) {
+        let DevState { qps, wire, wire_woken, .. } = self;
+        let Some(s) = wire.get_mut(slot) else { return };
+        while let Some(q) = s.head {
+            if s.w.room() == 0 {
                 return;
             }
             let Some(e) = qps.get_mut(q as usize).and_then(|e| e.as_deref_mut()) else {
                 // Cannot be (destroy unlinks): the list ends here.
-                *wire_head = None;
-                *wire_tail = None;
+                s.head = None;
+                s.tail = None;
                 return;
             };
-            *wire_head = e.wire_next.take();
-            if wire_head.is_none() {
-                *wire_tail = None;
+            s.head = e.wire_next.take();
+            if s.head.is_none() {
+                s.tail = None;
             }
             e.wire_listed = false;
-            e.wire_grant = e.wire_grant.saturating_add(wire.reserve());
+            e.wire_grant = e.wire_grant.saturating_add(s.w.reserve());
             if !wire_woken.add(q) {
                 e.core.queue_work();
             }

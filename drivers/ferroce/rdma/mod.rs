@@ -382,9 +382,9 @@ pub(crate) enum Counter {
     RingAskFull,
     /// An RC QP waited for room in the device's shared send window.
     TxWindowWait,
-    /// A loss or ACK timeout cut the device's shared send window.
+    /// A loss or ACK timeout cut a destination's shared send window.
     TxWindowCut,
-    /// The shared send window now, in packets (a gauge, not a count).
+    /// The destination window that moved last, in packets (a gauge).
     TxWindow,
 }
 

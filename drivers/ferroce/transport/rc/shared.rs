@@ -40,6 +40,22 @@ pub const SHARED_MAX: u32 = 32768;
 /// The most packets one wake of a waiting QP reserves for it.
 pub const GRANT: u32 = 16;
 
+/// Windows a device keeps: one per destination, by a hash of its address
+/// ([`slot_of`]), so that a slow or lossy peer does not hold back the QPs
+/// to the others (destinations whose hashes meet share a window).
+pub const SHARED_SLOTS: usize = 16;
+
+/// The window slot of destination address `dip` (IPv6, or IPv4 in its
+/// first four bytes): FNV-1a of its bytes.
+pub fn slot_of(dip: &[u8; 16]) -> usize {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in dip {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    (h as usize) % SHARED_SLOTS
+}
+
 /// What an RC requester saw since the device last asked
 /// ([`Qp::take_cc`](crate::transport::engine::Qp::take_cc)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -297,6 +313,23 @@ mod tests {
         assert_eq!(w.cwnd(), SHARED_INIT / 2);
         w.update(100, 100, acked(1));
         assert_eq!(w.cwnd(), SHARED_INIT / 2 + 1);
+    }
+
+    #[test]
+    fn shared_window_slots_per_destination_are_stable_and_spread() {
+        let ip4 = |d: u8| {
+            let mut a = [0u8; 16];
+            a[..4].copy_from_slice(&[10, 66, 0, d]);
+            a
+        };
+        assert_eq!(slot_of(&ip4(2)), slot_of(&ip4(2)));
+        let mut used = [false; SHARED_SLOTS];
+        for d in 1..=64 {
+            let s = slot_of(&ip4(d));
+            assert!(s < SHARED_SLOTS);
+            used[s] = true;
+        }
+        assert!(used.iter().filter(|&&u| u).count() >= SHARED_SLOTS * 3 / 4, "64 neighbours use most slots");
     }
 
     #[test]
