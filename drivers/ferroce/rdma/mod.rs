@@ -380,7 +380,7 @@ pub(crate) enum Counter {
     RingAskLinger,
     /// ...because the device had no room for another lingering QP.
     RingAskFull,
-    /// An RC QP waited for room in the device's shared send window.
+    /// An RC QP waited for room in its destination's shared send window.
     TxWindowWait,
     /// A loss or ACK timeout cut a destination's shared send window.
     TxWindowCut,
