@@ -32,6 +32,21 @@ deltas() {
 		echo
 	done
 }
+# delta2 BEFORE AFTER COUNTER: COUNTER's growth on both devices together
+delta2() {
+	local -n a=$1 b=$2
+	echo $(( ${b[fra.$3]} - ${a[fra.$3]} + ${b[frb.$3]} - ${a[frb.$3]} ))
+}
+# show_links: the netem queues (also into qa and qb) and both devices'
+# counters
+show_links() {
+	qa=$(ip netns exec a tc -s qdisc show dev va)
+	qb=$(ip netns exec b tc -s qdisc show dev vb)
+	echo "$qa"
+	echo "$qb"
+	rdma statistic show link fra/1
+	rdma statistic show link frb/1
+}
 # run_rc LOG ARGS...: rc_integrity between fra and frb, output also in LOG
 run_rc() {
 	local log=$1; shift
@@ -82,12 +97,7 @@ check "rc_integrity with loss, duplication and reordering ($OPS operations, 4 QP
 	run_rc /tmp/rc_lossy.log --qps 4 --ops "$OPS" --seed 2
 echo "lossy run: $((SECONDS - t)) s"
 snapshot s2
-qa=$(ip netns exec a tc -s qdisc show dev va)
-qb=$(ip netns exec b tc -s qdisc show dev vb)
-echo "$qa"
-echo "$qb"
-rdma statistic show link fra/1
-rdma statistic show link frb/1
+show_links
 echo "counters during the lossy run:"
 deltas s1 s2
 echo "lossy run: $(per_mb s1 s2 /tmp/rc_lossy.log) (clean run: $(per_mb s0 s1 /tmp/rc_clean.log))"
@@ -98,12 +108,12 @@ expect "netem dropped packets on vb" 'dropped [1-9]' "$qb"
 # one already sent). Stale responses and ACKs (duplicates, answers to
 # requests sent again) count as rx_drop_transport; tx_retransmit counts the
 # request packets the requesters sent again (go-back-N, ACK timeouts).
-naks=$(( ${s2[fra.rx_seq_err_or_nak]} - ${s1[fra.rx_seq_err_or_nak]} + ${s2[frb.rx_seq_err_or_nak]} - ${s1[frb.rx_seq_err_or_nak]} ))
-drops=$(( ${s2[fra.rx_drop_transport]} - ${s1[fra.rx_drop_transport]} + ${s2[frb.rx_drop_transport]} - ${s1[frb.rx_drop_transport]} ))
+naks=$(delta2 s1 s2 rx_seq_err_or_nak)
+drops=$(delta2 s1 s2 rx_drop_transport)
 echo "lossy run: $naks NAKs sent, $drops packets dropped by the transport (duplicates, out of sequence)"
 check "recovery visible: requests out of sequence NAKed (rx_seq_err_or_nak)" test "$naks" -gt 0
 check "recovery visible: stale packets dropped by the transport (rx_drop_transport)" test "$drops" -gt 0
-rtx=$(( ${s2[fra.tx_retransmit]} - ${s1[fra.tx_retransmit]} + ${s2[frb.tx_retransmit]} - ${s1[frb.tx_retransmit]} ))
+rtx=$(delta2 s1 s2 tx_retransmit)
 echo "lossy run: $rtx request packets retransmitted"
 check "recovery visible: requests retransmitted (tx_retransmit)" test "$rtx" -gt 0
 ppm() { per_mb "$@" | awk '{ print $(NF - 3) }'; }
@@ -147,18 +157,13 @@ wait
 echo "narrow ib_write_bw: $((SECONDS - t)) s"
 declare -A s4
 snapshot s4
-qa=$(ip netns exec a tc -s qdisc show dev va)
-qb=$(ip netns exec b tc -s qdisc show dev vb)
-echo "$qa"
-echo "$qb"
-rdma statistic show link fra/1
-rdma statistic show link frb/1
+show_links
 echo "counters during the narrow rc_integrity run:"
 deltas s2 s3
 echo "counters during the narrow ib_write_bw run:"
 deltas s3 s4
-waits=$(( ${s4[fra.tx_window_wait]} - ${s2[fra.tx_window_wait]} + ${s4[frb.tx_window_wait]} - ${s2[frb.tx_window_wait]} ))
-cuts=$(( ${s4[fra.tx_window_cut]} - ${s2[fra.tx_window_cut]} + ${s4[frb.tx_window_cut]} - ${s2[frb.tx_window_cut]} ))
+waits=$(delta2 s2 s4 tx_window_wait)
+cuts=$(delta2 s2 s4 tx_window_cut)
 echo "narrow runs: QPs queued for the shared window $waits times, the window cut $cuts times"
 check "the shared window held QPs back (tx_window_wait)" test "$waits" -gt 0
 check "the shared window shrank on losses (tx_window_cut)" test "$cuts" -gt 0

@@ -1347,7 +1347,7 @@ fn link_qp<'a>(
 /// Takes QP `qpn` out of a singly linked list of QPs whose head is `head`
 /// and whose "listed" flag and next node `link` names: a walk of the
 /// list, bounded by the QP table.
-fn unlink_qp(
+pub(super) fn unlink_qp(
     qps: &mut [Option<KBox<QpEntry>>],
     head: &mut Option<u32>,
     qpn: u32,

@@ -41,7 +41,7 @@ impl DevState {
     /// flight now, its window learns what it saw (acknowledgements, losses,
     /// timeouts), and room that freed goes to the waiters.
     pub(crate) fn wire_sync(&mut self, dev: &FerroceDevice, qpn: u32) {
-        let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return };
+        let Some(e) = self.qp(qpn) else { return };
         let ev = e.qp.take_cc();
         let target = slot_for(e);
         let (new, ev) = match target {
@@ -52,11 +52,11 @@ impl DevState {
         if let Some(t) = target.filter(|&t| t != cur) {
             // A new path, to another destination: out of the old window.
             self.wire_forget(qpn);
-            if let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) {
+            if let Some(e) = self.qp(qpn) {
                 e.wire_slot = u8::try_from(t).unwrap_or(0);
             }
         }
-        let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return };
+        let Some(e) = self.qp(qpn) else { return };
         let slot = usize::from(e.wire_slot);
         let old = e.wire_charge;
         if old == new && ev.is_empty() {
@@ -92,7 +92,7 @@ impl DevState {
     /// goes back, what it sent is charged, and it joins the waiters if
     /// only the window held it back.
     pub(crate) fn wire_end(&mut self, dev: &FerroceDevice, qpn: u32, now: u64) {
-        let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return };
+        let Some(e) = self.qp(qpn) else { return };
         let held = e.qp.held_by_cap(now);
         e.qp.set_send_cap(None);
         let grant = core::mem::take(&mut e.wire_grant);
@@ -112,7 +112,7 @@ impl DevState {
     /// destination): its charge and reservation go back, and it leaves the
     /// waiters.
     pub(crate) fn wire_forget(&mut self, qpn: u32) {
-        let Some(e) = self.qps.get_mut(qpn as usize).and_then(|e| e.as_deref_mut()) else { return };
+        let Some(e) = self.qp(qpn) else { return };
         let (charge, grant, listed) = (core::mem::take(&mut e.wire_charge), core::mem::take(&mut e.wire_grant), e.wire_listed);
         let slot = usize::from(e.wire_slot);
         if let Some(s) = self.wire.get_mut(slot) {
@@ -152,37 +152,22 @@ impl DevState {
         }
     }
 
-    /// Takes QP `qpn` out of window `slot`'s waiters: a walk of them.
+    /// Takes QP `qpn` out of window `slot`'s waiters (`tables::unlink_qp`,
+    /// a walk of them); when it was the last, the one before it becomes
+    /// the last (another walk).
     fn wire_unlink(&mut self, slot: usize, qpn: u32) {
-        let Some(head) = self.wire.get(slot).map(|s| s.head) else { return };
-        let mut prev: Option<u32> = None;
-        let mut cur = head;
-        for _ in 0..self.qps.len() {
-            let Some(c) = cur else { return };
-            let Some(e) = self.qps.get_mut(c as usize).and_then(|e| e.as_deref_mut()) else { return };
-            if c != qpn {
-                prev = cur;
-                cur = e.wire_next;
-                continue;
-            }
-            let next = e.wire_next.take();
-            e.wire_listed = false;
-            let linked = match prev.and_then(|p| self.qps.get_mut(p as usize)).and_then(|e| e.as_deref_mut()) {
-                Some(p) => {
-                    p.wire_next = next;
-                    true
-                }
-                None => false,
-            };
-            if let Some(s) = self.wire.get_mut(slot) {
-                if !linked {
-                    s.head = next;
-                }
-                if s.tail == Some(qpn) {
-                    s.tail = prev;
-                }
-            }
+        let DevState { qps, wire, .. } = self;
+        let Some(s) = wire.get_mut(slot) else { return };
+        crate::driver::tables::unlink_qp(qps, &mut s.head, qpn, |e| (&mut e.wire_listed, &mut e.wire_next));
+        if s.tail != Some(qpn) {
             return;
+        }
+        s.tail = None;
+        let mut cur = s.head;
+        for _ in 0..qps.len() {
+            let Some(c) = cur else { return };
+            s.tail = Some(c);
+            cur = qps.get(c as usize).and_then(|e| e.as_deref()).and_then(|e| e.wire_next);
         }
     }
 
