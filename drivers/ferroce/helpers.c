@@ -42,6 +42,7 @@ int ferroce_copy_from_udata(void *dst, struct ib_udata *udata, size_t len)
 size_t ferroce_udata_outlen(const struct ib_udata *udata) { return udata ? udata->outlen : 0; }
 size_t ferroce_udata_inlen(const struct ib_udata *udata) { return udata ? udata->inlen : 0; }
 
+#include <linux/hash.h>
 #include <linux/highmem.h>
 #include <linux/ktime.h>
 #include <linux/inetdevice.h>
@@ -141,7 +142,122 @@ struct sk_buff *ferroce_tx_alloc(struct net_device *ndev, unsigned int len)
 u8 *ferroce_skb_data(struct sk_buff *skb) { return skb->data; }
 unsigned int ferroce_skb_len(const struct sk_buff *skb) { return skb->len; }
 
-int ferroce_tx_send4(struct sk_buff *skb, struct net *net, int oif, __be32 saddr, __be32 daddr, u8 tos)
+/*
+ * The route cache. A lookup per packet (fib_table_lookup and its RCU walk) is
+ * one of the wire path's largest costs after the ICRC, so each CPU keeps the
+ * route it last used for ROUTE_SLOTS destinations (a slot per hash of the
+ * destination), with a reference. A cached route is used only while it is
+ * still the one a lookup would give: dst_check (the IPv4 generation, the
+ * IPv6 cookie: a route or address change makes it fail), its netdev up, its
+ * namespace the one asked for. Everything runs with bottom halves off, so
+ * a slot is only ever touched by its own CPU, in one piece. A route cached
+ * for a netdev that goes away does not hold the netdev: the IP stack moves
+ * such routes to the blackhole device (dst_dev_put) and dst_check fails.
+ */
+#define FERROCE_ROUTE_SLOTS 16
+
+struct ferroce_route {
+	struct dst_entry *dst;
+	u32 cookie;
+	const struct net *net;
+	int oif;
+	bool v6;
+	u8 tos;
+	__be32 flowlabel;
+	struct in6_addr saddr, daddr;
+};
+
+/* One CPU's routes. */
+struct ferroce_route_set {
+	struct ferroce_route slot[FERROCE_ROUTE_SLOTS];
+};
+
+struct ferroce_routes {
+	struct ferroce_route_set __percpu *cpu;
+};
+
+struct ferroce_routes *ferroce_routes_alloc(void)
+{
+	struct ferroce_routes *routes = kzalloc(sizeof(*routes), GFP_KERNEL);
+
+	if (!routes)
+		return NULL;
+	routes->cpu = alloc_percpu(struct ferroce_route_set);
+	if (!routes->cpu) {
+		kfree(routes);
+		return NULL;
+	}
+	return routes;
+}
+
+void ferroce_routes_free(struct ferroce_routes *routes)
+{
+	int cpu, i;
+
+	if (!routes)
+		return;
+	for_each_possible_cpu(cpu) {
+		struct ferroce_route_set *set = per_cpu_ptr(routes->cpu, cpu);
+
+		for (i = 0; i < FERROCE_ROUTE_SLOTS; i++)
+			dst_release(set->slot[i].dst);
+	}
+	free_percpu(routes->cpu);
+	kfree(routes);
+}
+
+/* This CPU's slot for a destination; bottom halves off. */
+static struct ferroce_route *route_slot(struct ferroce_routes *routes, const struct in6_addr *daddr)
+{
+	return &this_cpu_ptr(routes->cpu)->slot[hash_32(ipv6_addr_hash(daddr), ilog2(FERROCE_ROUTE_SLOTS))];
+}
+
+static bool route_is(const struct ferroce_route *r, const struct ferroce_route *key)
+{
+	return r->dst && r->v6 == key->v6 && r->net == key->net && r->oif == key->oif && r->tos == key->tos &&
+	       r->flowlabel == key->flowlabel && ipv6_addr_equal(&r->daddr, &key->daddr) &&
+	       ipv6_addr_equal(&r->saddr, &key->saddr);
+}
+
+/* The slot's route for key, with a reference for the caller, or NULL (and
+ * the slot emptied when what it held is no longer valid). */
+static struct dst_entry *route_get(struct ferroce_route *r, const struct ferroce_route *key)
+{
+	struct dst_entry *dst;
+
+	if (!route_is(r, key))
+		return NULL;
+	dst = dst_check(r->dst, r->cookie);
+	if (dst) {
+		struct net_device *dev;
+		bool ok;
+
+		rcu_read_lock();
+		dev = dst_dev_rcu(dst);
+		ok = (dev->flags & IFF_UP) && net_eq(dev_net(dev), key->net);
+		rcu_read_unlock();
+		if (ok) {
+			dst_hold(dst);
+			return dst;
+		}
+	}
+	dst_release(r->dst);
+	r->dst = NULL;
+	return NULL;
+}
+
+/* Keeps dst (the caller's reference stays the caller's) in the slot. */
+static void route_set(struct ferroce_route *r, const struct ferroce_route *key, struct dst_entry *dst, u32 cookie)
+{
+	dst_release(r->dst);
+	*r = *key;
+	dst_hold(dst);
+	r->dst = dst;
+	r->cookie = cookie;
+}
+
+static struct dst_entry *route4(struct ferroce_routes *routes, struct net *net, int oif, __be32 saddr,
+				__be32 daddr, u8 tos)
 {
 	struct flowi4 fl = {
 		.flowi4_oif = oif,
@@ -150,22 +266,34 @@ int ferroce_tx_send4(struct sk_buff *skb, struct net *net, int oif, __be32 saddr
 		.saddr = saddr,
 		.daddr = daddr,
 	};
-	struct rtable *rt = ip_route_output_key(net, &fl);
+	struct ferroce_route key = { .net = net, .oif = oif, .tos = tos };
+	struct ferroce_route *r = NULL;
+	struct dst_entry *dst = NULL;
+	struct rtable *rt;
 
-	if (IS_ERR(rt)) {
-		kfree_skb(skb);
-		return -EHOSTUNREACH;
+	ipv6_addr_set_v4mapped(saddr, &key.saddr);
+	ipv6_addr_set_v4mapped(daddr, &key.daddr);
+	local_bh_disable();
+	if (routes) {
+		r = route_slot(routes, &key.daddr);
+		dst = route_get(r, &key);
 	}
-	skb_dst_set(skb, &rt->dst);
-	skb->protocol = htons(ETH_P_IP);
-	skb_reset_network_header(skb);
-	skb_set_transport_header(skb, sizeof(struct iphdr));
-	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
-	return ip_local_out(net, NULL, skb);
+	if (!dst) {
+		rt = ip_route_output_key(net, &fl);
+		if (IS_ERR(rt)) {
+			dst = ERR_CAST(rt);
+		} else {
+			dst = &rt->dst;
+			if (r)
+				route_set(r, &key, dst, 0);
+		}
+	}
+	local_bh_enable();
+	return dst;
 }
 
-int ferroce_tx_send6(struct sk_buff *skb, struct net *net, int oif, const struct in6_addr *saddr,
-		     const struct in6_addr *daddr, __be32 flowlabel)
+static struct dst_entry *route6(struct ferroce_routes *routes, struct net *net, int oif,
+				const struct in6_addr *saddr, const struct in6_addr *daddr, __be32 flowlabel)
 {
 	struct flowi6 fl = {
 		.flowi6_oif = oif,
@@ -174,7 +302,47 @@ int ferroce_tx_send6(struct sk_buff *skb, struct net *net, int oif, const struct
 		.daddr = *daddr,
 		.flowlabel = flowlabel,
 	};
-	struct dst_entry *dst = ip6_dst_lookup_flow(net, NULL, &fl, NULL);
+	struct ferroce_route key = {
+		.net = net, .oif = oif, .v6 = true, .flowlabel = flowlabel, .saddr = *saddr, .daddr = *daddr,
+	};
+	struct ferroce_route *r = NULL;
+	struct dst_entry *dst = NULL;
+
+	local_bh_disable();
+	if (routes) {
+		r = route_slot(routes, daddr);
+		dst = route_get(r, &key);
+	}
+	if (!dst) {
+		dst = ip6_dst_lookup_flow(net, NULL, &fl, NULL);
+		if (!IS_ERR(dst) && r)
+			route_set(r, &key, dst, rt6_get_cookie(dst_rt6_info(dst)));
+	}
+	local_bh_enable();
+	return dst;
+}
+
+int ferroce_tx_send4(struct sk_buff *skb, struct ferroce_routes *routes, struct net *net, int oif,
+		     __be32 saddr, __be32 daddr, u8 tos)
+{
+	struct dst_entry *dst = route4(routes, net, oif, saddr, daddr, tos);
+
+	if (IS_ERR(dst)) {
+		kfree_skb(skb);
+		return -EHOSTUNREACH;
+	}
+	skb_dst_set(skb, dst);
+	skb->protocol = htons(ETH_P_IP);
+	skb_reset_network_header(skb);
+	skb_set_transport_header(skb, sizeof(struct iphdr));
+	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+	return ip_local_out(net, NULL, skb);
+}
+
+int ferroce_tx_send6(struct sk_buff *skb, struct ferroce_routes *routes, struct net *net, int oif,
+		     const struct in6_addr *saddr, const struct in6_addr *daddr, __be32 flowlabel)
+{
+	struct dst_entry *dst = route6(routes, net, oif, saddr, daddr, flowlabel);
 
 	if (IS_ERR(dst)) {
 		kfree_skb(skb);

@@ -53,10 +53,19 @@ void ferroce_copy_to_page(struct page *page, unsigned int off, const void *src, 
 struct sk_buff *ferroce_tx_alloc(struct net_device *ndev, unsigned int len);
 u8 *ferroce_skb_data(struct sk_buff *skb);
 unsigned int ferroce_skb_len(const struct sk_buff *skb);
-/* Route and send an IP packet the caller has written; consumes the skb. */
-int ferroce_tx_send4(struct sk_buff *skb, struct net *net, int oif, __be32 saddr, __be32 daddr, u8 tos);
-int ferroce_tx_send6(struct sk_buff *skb, struct net *net, int oif, const struct in6_addr *saddr,
-		     const struct in6_addr *daddr, __be32 flowlabel);
+/* A device's routes: per CPU, the route each of a few destinations took
+ * last, held until it is no longer valid (dst_check, the netdev down), the
+ * slot is taken by another destination, or the cache is freed. NULL when
+ * memory is short. */
+struct ferroce_routes;
+struct ferroce_routes *ferroce_routes_alloc(void);
+void ferroce_routes_free(struct ferroce_routes *routes);
+/* Route (through routes, when it is not NULL) and send an IP packet the
+ * caller has written; consumes the skb. */
+int ferroce_tx_send4(struct sk_buff *skb, struct ferroce_routes *routes, struct net *net, int oif,
+		     __be32 saddr, __be32 daddr, u8 tos);
+int ferroce_tx_send6(struct sk_buff *skb, struct ferroce_routes *routes, struct net *net, int oif,
+		     const struct in6_addr *saddr, const struct in6_addr *daddr, __be32 flowlabel);
 void ferroce_kfree_skb(struct sk_buff *skb);
 void ferroce_consume_skb(struct sk_buff *skb);
 /* Received packets: linearize and return the IP header and the bytes from

@@ -136,6 +136,66 @@ check "  ...fra sent both inside the device (tx_local) and to the wire (tx_packe
 	test $(( $(counter "$after" tx_local) - $(counter "$before" tx_local) )) -gt 0 -a \
 	$(( $(counter "$after" tx_packets) - $(counter "$before" tx_packets) )) -gt 0
 
+# The wire path's route cache (issue 21): each CPU keeps the route a
+# destination took last, and must drop it the moment the routing changes.
+# RC over addresses of their own (10.67/24, fd67::/64; perftest's TCP stays
+# on 10.66). A route to the peer added in the middle of a run must stop
+# the run: its packets take the new route (a cache that kept the old one
+# would go on delivering them). The route must come while the QPs are
+# connected: the RDMA core resolves the peer's MAC address through the
+# routes when it connects a QP, and fails there first. IPv4: a route
+# through a gateway that does not exist (the packets go to its address,
+# which no one answers; ferroce names the netdev, and with an output device
+# given the IPv4 stack treats a blackhole as on-link). IPv6: a blackhole,
+# whose packets are counted as tx_drop_no_route. Then, with the route
+# removed, a run completes. Both processes on CPU 0, the CPU whose cache
+# the run warms before the route comes.
+ip -n a addr add 10.67.0.1/24 dev va
+ip -n b addr add 10.67.0.2/24 dev vb
+ip -n a addr add fd67::1/64 dev va nodad
+ip -n b addr add fd67::2/64 dev vb nodad
+RA4=$(wait_gid fra '::ffff:10\.67\.0\.1'); RB4=$(wait_gid frb '::ffff:10\.67\.0\.2')
+RA6=$(wait_gid fra 'fd67::1'); RB6=$(wait_gid frb 'fd67::2')
+echo "route cache GIDs: fra $RA4 $RA6, frb $RB4 $RB6"
+# rc_run GID_A GID_B [ROUTE...]: ib_write_bw of 4 KiB from fra to frb, 200
+# writes; with ROUTE, a 20-second run, and `ip route add ROUTE` in a once
+# fra has sent 2000 packets of it
+rc_run() {
+	local ga=$1 gb=$2 len=(-n 200) c s i base; shift 2
+	[ $# -gt 0 ] && len=(-D 20)
+	ip netns exec b timeout 60 taskset -c 0 ib_write_bw "${len[@]}" -s 4096 -d frb -x "$gb" >/tmp/srv.log 2>&1 &
+	local spid=$!
+	wait_listen 18515 b || { kill $spid; return 1; }
+	base=$(counter "$(rdma statistic show link fra/1)" tx_packets)
+	ip netns exec a timeout 60 taskset -c 0 ib_write_bw "${len[@]}" -s 4096 -d fra -x "$ga" 10.66.0.2 >/tmp/cli.log 2>&1 &
+	local cpid=$!
+	if [ $# -gt 0 ]; then
+		for i in $(seq 100); do
+			[ "$(counter "$(rdma statistic show link fra/1)" tx_packets)" -gt $((base + 2000)) ] && break
+			sleep 0.2
+		done
+		echo "fra sent $(( $(counter "$(rdma statistic show link fra/1)" tx_packets) - base )) packets; ip route add $*"
+		ip -n a route add "$@" || echo "ip route add failed"
+	fi
+	wait $cpid; c=$?; wait $spid; s=$?
+	grep -A1 "#bytes\|[Ff]ailed" /tmp/cli.log | head -3
+	[ $c = 0 ] && [ $s = 0 ]
+}
+# route_cache NAME GID_A GID_B ROUTE...
+route_cache() {
+	local v=$1 ga=$2 gb=$3; shift 3
+	nr0=$(counter "$(rdma statistic show link fra/1)" tx_drop_no_route)
+	check_fails "a route to the peer added in the middle of an RC run over $v stops it (ip route add $*)" \
+		rc_run "$ga" "$gb" "$@"
+	nr1=$(counter "$(rdma statistic show link fra/1)" tx_drop_no_route)
+	echo "tx_drop_no_route $nr0 -> $nr1"
+	check "ip route del $*" ip -n a route del "$@"
+	check "  ...and with the route gone, a run over $v completes" rc_run "$ga" "$gb"
+}
+route_cache IPv4 "$RA4" "$RB4" 10.67.0.2/32 via 10.66.0.99 dev va
+route_cache IPv6 "$RA6" "$RB6" blackhole fd67::2/128
+check "  ...the IPv6 blackhole's packets were counted as tx_drop_no_route" test "$nr1" -gt "$nr0"
+
 check "rdma link delete in namespace a" ip netns exec a rdma link delete fra
 check "rdma link delete in namespace b" ip netns exec b rdma link delete frb
 ip netns del a

@@ -365,7 +365,7 @@ fn send(dev: &FerroceDevice, mut skb: Skb, len: usize, av: &Av, sport: u16) -> b
         dev.local_push(skb);
         return true;
     }
-    match skb.send(av) {
+    match skb.send(dev, av) {
         Ok(()) => dev.count(Counter::TxPackets),
         Err(_) => dev.count(Counter::TxNoRoute),
     }

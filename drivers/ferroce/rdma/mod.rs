@@ -439,7 +439,8 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
 /// # Invariants
 /// `state` is initialised before registration and dropped in
 /// `dealloc_driver`; `ndev` is the netdev the core holds for port 1;
-/// `local_queue` and `local_work` are set up before registration.
+/// `local_queue` and `local_work` are set up before registration;
+/// `routes` is the device's route cache or null, freed in `dealloc_driver`.
 #[repr(C)]
 pub(crate) struct Device<T: Driver> {
     ib: b::ib_device,
@@ -459,6 +460,9 @@ pub(crate) struct Device<T: Driver> {
     /// Watches the send rings of the QPs that linger
     /// ([`Driver::linger_work`]).
     linger_work: b::work_struct,
+    /// The routes the device's packets took last, per CPU and destination
+    /// (`ferroce_routes_alloc`; null: every packet looks its route up).
+    pub(crate) routes: *mut b::ferroce_routes,
 }
 
 impl<T: Driver> Device<T> {
@@ -478,7 +482,7 @@ impl<T: Driver> Device<T> {
     /// # Safety
     /// `this` is a fresh, zeroed, unregistered device of
     /// `size_of::<Self>()` bytes that the caller exclusively owns.
-    unsafe fn init(this: *mut Self, state: T::State, ndev: &NetDev) {
+    unsafe fn init(this: *mut Self, state: T::State, ndev: &NetDev, routes: *mut b::ferroce_routes) {
         // The lock and its value, initialised in place (the memory never
         // moves: the core frees it after `dealloc_driver`); a lock with a
         // lockdep class of its own. Initialising a lock cannot fail.
@@ -494,6 +498,7 @@ impl<T: Driver> Device<T> {
             b::ferroce_work_init(core::ptr::addr_of_mut!((*this).fault_work), Some(fault_work::<T>));
             b::ferroce_work_init(core::ptr::addr_of_mut!((*this).linger_work), Some(linger_work::<T>));
             (*this).ndev = ndev.0;
+            (*this).routes = routes;
         }
         // SAFETY: ours and unregistered: no one else reads it yet.
         let ib = unsafe { &mut (*this).ib };
@@ -682,14 +687,23 @@ fn add_device<T: Driver>(name: &CStr, ndev: &NetDev) -> Result {
     T::check_newlink(name, ndev)?;
     net::ensure_sockets::<T>(ndev)?;
     let state = T::new_state()?;
+    // SAFETY: a per-CPU allocation (GFP_KERNEL: `newlink` may sleep),
+    // handed to the device below or freed here.
+    let routes = unsafe { b::ferroce_routes_alloc() };
+    if routes.is_null() {
+        return Err(ENOMEM);
+    }
     // SAFETY: allocates a zeroed device of our size in the initial network
     // namespace; checked for null below.
     let ibdev = unsafe { b::_ib_alloc_device(core::mem::size_of::<Device<T>>(), b::ferroce_init_net()) };
     if ibdev.is_null() {
+        // SAFETY: ours, never used.
+        unsafe { b::ferroce_routes_free(routes) };
         return Err(ENOMEM);
     }
-    // SAFETY: fresh, zeroed, unregistered, ours.
-    unsafe { Device::<T>::init(ibdev.cast(), state, ndev) };
+    // SAFETY: fresh, zeroed, unregistered, ours; `routes` is the device's
+    // from here (`dealloc_driver` frees it).
+    unsafe { Device::<T>::init(ibdev.cast(), state, ndev, routes) };
     let ops = device_ops::<T>();
     // SAFETY: `ibdev` is ours and set up. From the ops on, `dealloc_driver`
     // drops the state: on a failed registration through our
@@ -785,6 +799,10 @@ unsafe extern "C" fn dealloc_driver<T: Driver>(ibdev: *mut b::ib_device) {
         b::ferroce_wq_flush();
         b::ferroce_skbq_purge(core::ptr::addr_of_mut!((*fdev).local_queue));
         core::ptr::drop_in_place(core::ptr::addr_of_mut!((*fdev).state));
+        // Nothing sends any more: the routes (and the references they
+        // hold) go.
+        b::ferroce_routes_free((*fdev).routes);
+        (*fdev).routes = core::ptr::null_mut();
     }
 }
 

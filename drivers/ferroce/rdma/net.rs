@@ -121,22 +121,34 @@ impl Skb {
     }
 
     /// Hands the buffer (its data: an IP packet from the IP header on,
-    /// headers written) to the IP stack for `av`'s destination. Err
-    /// (EHOSTUNREACH) when there is no route; the buffer is gone either way.
-    pub(crate) fn send(self, av: &Av) -> Result {
+    /// headers written) to the IP stack for `av`'s destination, through
+    /// `dev`'s route cache. Err (EHOSTUNREACH) when there is no route; the
+    /// buffer is gone either way.
+    pub(crate) fn send<T: Driver>(self, dev: &Device<T>, av: &Av) -> Result {
+        let routes = dev.routes;
         let skb = self.into_raw();
         let ret = if av.ipv6 {
             // SAFETY: the stack takes the buffer (ours) in the call; the
             // addresses are 16 bytes each, read during the call; the
-            // namespace is held while the device in it exists.
+            // namespace is held while the device in it exists; `routes`
+            // is the device's cache (or null) until `dealloc_driver`,
+            // after which nothing sends.
             unsafe {
-                b::ferroce_tx_send6(skb, av.net.as_ptr(), av.ifindex, av.sip.as_ptr().cast(), av.dip.as_ptr().cast(), av.flow_label.to_be())
+                b::ferroce_tx_send6(
+                    skb,
+                    routes,
+                    av.net.as_ptr(),
+                    av.ifindex,
+                    av.sip.as_ptr().cast(),
+                    av.dip.as_ptr().cast(),
+                    av.flow_label.to_be(),
+                )
             }
         } else {
             let s = u32::from_ne_bytes([av.sip[0], av.sip[1], av.sip[2], av.sip[3]]);
             let d = u32::from_ne_bytes([av.dip[0], av.dip[1], av.dip[2], av.dip[3]]);
             // SAFETY: as above.
-            unsafe { b::ferroce_tx_send4(skb, av.net.as_ptr(), av.ifindex, s, d, av.tclass) }
+            unsafe { b::ferroce_tx_send4(skb, routes, av.net.as_ptr(), av.ifindex, s, d, av.tclass) }
         };
         if ret == -EHOSTUNREACH {
             Err(Error::from_errno(ret))
