@@ -67,6 +67,13 @@ int ferroce_tx_send4(struct sk_buff *skb, struct ferroce_routes *routes, struct 
 int ferroce_tx_send6(struct sk_buff *skb, struct ferroce_routes *routes, struct net *net, int oif,
 		     const struct in6_addr *saddr, const struct in6_addr *daddr, __be32 flowlabel);
 void ferroce_kfree_skb(struct sk_buff *skb);
+/* Bulk sends and the receive hand-off (see helpers.c). */
+void ferroce_bulk_begin(void);
+void ferroce_bulk_end(void);
+int ferroce_rx_defer_cpu(void);
+void ferroce_rx_work_queue_on(struct work_struct *w, int cpu);
+void ferroce_bh_disable(void);
+void ferroce_bh_enable(void);
 void ferroce_consume_skb(struct sk_buff *skb);
 /* Received packets: linearize and return the IP header and the bytes from
  * it to the end; the netdev that owns the destination address (with a

@@ -133,6 +133,9 @@ impl Batch {
         let _ = core::mem::take(&mut self.direct.after).finish();
         let mut local = false;
         let n = core::mem::take(&mut self.n);
+        // Several packets in a row: what they make a veth or the loopback
+        // deliver on this CPU is received on another (`BulkSend`).
+        let _bulk = (n > 1).then(crate::rdma::net::BulkSend::enter);
         for r in self.ready.iter_mut().take(n).filter_map(Option::take) {
             match r.av {
                 Some(av) => local |= send(dev, r.skb, r.len, &av, r.sport),

@@ -386,9 +386,14 @@ pub(crate) enum Counter {
     TxWindowCut,
     /// The destination window that moved last, in packets (a gauge).
     TxWindow,
+    /// A datagram that arrived inside a bulk send of this CPU, handed to
+    /// the device's receive work item on another CPU.
+    RxDeferred,
+    /// ...that found the hand-off queue full (dropped).
+    RxDeferFull,
 }
 
-const NUM_COUNTERS: usize = 34;
+const NUM_COUNTERS: usize = 36;
 
 /// Counter names, in `Counter` order.
 static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered(UnsafeCell::new({
@@ -430,6 +435,8 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
         d(c"tx_window_wait"),
         d(c"tx_window_cut"),
         d(c"tx_window"),
+        d(c"rx_deferred"),
+        d(c"rx_drop_deferred_full"),
     ]
 }));
 
@@ -463,6 +470,15 @@ pub(crate) struct Device<T: Driver> {
     /// The routes the device's packets took last, per CPU and destination
     /// (`ferroce_routes_alloc`; null: every packet looks its route up).
     pub(crate) routes: *mut b::ferroce_routes,
+    /// Datagrams handed to another CPU ([`net::Device::rx_defer`]), and
+    /// the work item that receives them there.
+    rx_queue: b::sk_buff_head,
+    rx_work: b::work_struct,
+    /// Handed-off datagrams not yet received (queued or being received):
+    /// while there are any, every datagram takes the same way, in order.
+    rx_pending: AtomicU32,
+    /// The CPU the hand-off goes to.
+    rx_cpu: core::sync::atomic::AtomicI32,
 }
 
 impl<T: Driver> Device<T> {
@@ -497,6 +513,8 @@ impl<T: Driver> Device<T> {
             b::ferroce_work_init(core::ptr::addr_of_mut!((*this).local_work), Some(net::device_work::<T>));
             b::ferroce_work_init(core::ptr::addr_of_mut!((*this).fault_work), Some(fault_work::<T>));
             b::ferroce_work_init(core::ptr::addr_of_mut!((*this).linger_work), Some(linger_work::<T>));
+            b::ferroce_skbq_init(core::ptr::addr_of_mut!((*this).rx_queue));
+            b::ferroce_work_init(core::ptr::addr_of_mut!((*this).rx_work), Some(net::rx_work::<T>));
             (*this).ndev = ndev.0;
             (*this).routes = routes;
         }
@@ -569,6 +587,21 @@ impl<T: Driver> Device<T> {
     pub(crate) unsafe fn from_local_work<'a>(w: *mut b::work_struct) -> &'a Self {
         // SAFETY: guaranteed by the caller (container_of).
         unsafe { &*w.byte_sub(core::mem::offset_of!(Self, local_work)).cast::<Self>() }
+    }
+
+    /// # Safety
+    /// `w` must be the `rx_work` of a live device of driver `T`.
+    pub(crate) unsafe fn from_rx_work<'a>(w: *mut b::work_struct) -> &'a Self {
+        // SAFETY: guaranteed by the caller (container_of).
+        unsafe { &*w.byte_sub(core::mem::offset_of!(Self, rx_work)).cast::<Self>() }
+    }
+
+    fn rx_queue(&self) -> *mut b::sk_buff_head {
+        core::ptr::addr_of!(self.rx_queue).cast_mut()
+    }
+
+    fn rx_work(&self) -> *mut b::work_struct {
+        core::ptr::addr_of!(self.rx_work).cast_mut()
     }
 
     /// Queues the device's fault work ([`Driver::fault_work`]); any
@@ -794,6 +827,8 @@ unsafe extern "C" fn dealloc_driver<T: Driver>(ibdev: *mut b::ib_device) {
         b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).local_work));
         b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).fault_work));
         b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).linger_work));
+        b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).rx_work));
+        b::ferroce_skbq_purge(core::ptr::addr_of_mut!((*fdev).rx_queue));
         // An asynchronous prefetch (`ibv_advise_mr`) holds its region's
         // umem, whose release needs the device: let them finish first.
         b::ferroce_wq_flush();

@@ -12,6 +12,7 @@ use super::wr::NetNs;
 use super::{Counter, Device, NetDev, Registered, DRIVER_ID};
 use core::ffi::{c_int, c_uint};
 use core::ptr::NonNull;
+use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 
 /// Errnos the kernel crate does not name (include/uapi/asm-generic/errno.h).
@@ -219,6 +220,117 @@ pub(super) unsafe extern "C" fn device_work<T: Driver>(w: *mut b::work_struct) {
 }
 
 // ---------------------------------------------------------------------------
+// Bulk sends and the receive hand-off
+
+/// Handed-off datagrams a device holds at most (queued or being received);
+/// more are dropped (`rx_drop_deferred_full`), as a full receive backlog
+/// would drop them.
+const RX_DEFER_MAX: u32 = 1024;
+
+/// Datagrams the receive work item takes in one run before it queues
+/// itself again (and lets the CPU's other work in).
+const RX_WORK_BUDGET: u32 = 64;
+
+/// A send of several packets in a row from this CPU (`ferroce_bulk_begin`):
+/// while it lasts, a datagram that arrives here (a veth or the loopback
+/// delivers on the sending CPU) is received on another CPU
+/// ([`Device::rx_defer`]). Preemption is off for its life, so the mark
+/// stays with the CPU.
+pub(crate) struct BulkSend(());
+
+impl BulkSend {
+    pub(crate) fn enter() -> Self {
+        // SAFETY: no precondition; undone by `drop`.
+        unsafe { b::ferroce_bulk_begin() };
+        Self(())
+    }
+}
+
+impl Drop for BulkSend {
+    fn drop(&mut self) {
+        // SAFETY: pairs with `enter`, on the same CPU (preemption is off).
+        unsafe { b::ferroce_bulk_end() }
+    }
+}
+
+impl<T: Driver> Device<T> {
+    /// Hands a received datagram to the device's receive work item when it
+    /// arrived inside a bulk send of this CPU, or when earlier ones are
+    /// still handed off (every datagram of the device then goes the same
+    /// way, in order); gives it back to be received here otherwise.
+    fn rx_defer(&self, skb: Skb) -> core::result::Result<(), Skb> {
+        let pending = self.rx_pending.load(Ordering::Acquire);
+        let cpu = if pending > 0 {
+            self.rx_cpu.load(Ordering::Relaxed)
+        } else {
+            // SAFETY: no precondition (softirq context: the CPU stays).
+            match unsafe { b::ferroce_rx_defer_cpu() } {
+                c if c >= 0 => c,
+                _ => return Err(skb),
+            }
+        };
+        if pending >= RX_DEFER_MAX {
+            self.count(Counter::RxDeferFull);
+            drop(skb);
+            return Ok(());
+        }
+        self.count(Counter::RxDeferred);
+        self.rx_cpu.store(cpu, Ordering::Relaxed);
+        self.rx_pending.fetch_add(1, Ordering::AcqRel);
+        // SAFETY: the queue and work item are set up with the device and
+        // purged / cancelled in `dealloc_driver`; the buffer is ours to
+        // hand over.
+        unsafe {
+            b::ferroce_skbq_tail(self.rx_queue(), skb.into_raw());
+            b::ferroce_rx_work_queue_on(self.rx_work(), cpu);
+        }
+        Ok(())
+    }
+}
+
+/// The device's receive work item: the datagrams [`Device::rx_defer`]
+/// handed over, in order, each with bottom halves off (as the UDP
+/// tunnel's softirq would receive it).
+///
+/// # Safety
+/// Only the kernel calls it, through the registration that names it,
+/// with the arguments that registration's contract names.
+pub(super) unsafe extern "C" fn rx_work<T: Driver>(w: *mut b::work_struct) {
+    // SAFETY: the kernel runs only the `rx_work` of a live device here (it
+    // is cancelled before the device is freed).
+    let dev = unsafe { Device::<T>::from_rx_work(w) };
+    for _ in 0..RX_WORK_BUDGET {
+        // SAFETY: the queue is set up with the device; a dequeued buffer is
+        // referenced by nothing else.
+        let Some(skb) = NonNull::new(unsafe { b::ferroce_skbq_dequeue(dev.rx_queue()) }) else {
+            return;
+        };
+        // INVARIANT: see above.
+        let mut skb = Skb(skb);
+        // SAFETY: paired below, on this CPU (bottom halves off keep it).
+        unsafe { b::ferroce_bh_disable() };
+        match skb.network_packet() {
+            Some(packet) => {
+                T::receive(dev, packet);
+                skb.consume();
+            }
+            None => dev.count(Counter::RxNoMem),
+        }
+        // SAFETY: pairs with the disable above.
+        unsafe { b::ferroce_bh_enable() };
+        // Received: a datagram that comes now may be received in place.
+        dev.rx_pending.fetch_sub(1, Ordering::AcqRel);
+    }
+    // More than a run's budget: the rest in the next run, on this CPU.
+    // SAFETY: as in `rx_defer`.
+    unsafe {
+        if !b::ferroce_skbq_empty(dev.rx_queue()) {
+            b::ferroce_rx_work_queue_on(dev.rx_work(), dev.rx_cpu.load(Ordering::Relaxed));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Per-namespace sockets
 
 /// The sockets of one network namespace (`net_generic` storage, zeroed by
@@ -381,8 +493,12 @@ impl<T: Driver> Drop for DeviceRef<T> {
 unsafe extern "C" fn encap_rcv<T: Driver>(_sk: *mut b::sock, skb: *mut b::sk_buff) -> c_int {
     let Some(skb) = NonNull::new(skb) else { return 0 };
     // INVARIANT: the UDP layer hands the datagram over: it is ours now.
-    let mut skb = Skb(skb);
+    let skb = Skb(skb);
     let Some(dev) = DeviceRef::<T>::of_skb(&skb) else { return 0 };
+    let mut skb = match dev.rx_defer(skb) {
+        Ok(()) => return 0,
+        Err(skb) => skb,
+    };
     match skb.network_packet() {
         Some(packet) => {
             T::receive(&dev, packet);
