@@ -609,14 +609,23 @@ void ferroce_work_cancel_sync(struct work_struct *w) { cancel_work_sync(w); }
  * bottom halves: a ferroce device that sends a batch to another ferroce
  * device on this host does the receiver's work too, packet by packet, on
  * the same CPU, and the other CPUs stay idle (48% of a two-CPU guest in
- * ib_write_bw -s 65536 across a veth). While a device sends a batch of
- * more than one packet it marks its CPU (ferroce_bulk_begin/_end, with
+ * ib_write_bw -s 65536 across a veth). While a device sends a batch with
+ * much to receive it marks its CPU (ferroce_bulk_begin/_end, with
  * preemption off so that the mark stays with the CPU), and a datagram that
  * arrives while the mark is up is handed to the receiving device's work
- * item on the next online CPU (ferroce_rx_defer_cpu), as RPS would. A
- * single packet (a latency test's) is received in place.
+ * item on the next online CPU (ferroce_rx_defer_cpu), as RPS would. The
+ * work item is a bottom-half one (system_bh_wq: it runs in that CPU's
+ * softirq, raised by an IPI), so that, as with RPS, a process that spins
+ * on the CPU does not hold it back until the scheduler's next tick: a
+ * process-context work item halved the 64 KiB send bandwidth, whose server
+ * spins on its completion queue.
  */
 static DEFINE_PER_CPU(unsigned int, ferroce_bulk);
+
+/* The hand-off can be turned off at run time (as RPS can), to compare. */
+static bool rx_handoff = true;
+module_param(rx_handoff, bool, 0644);
+MODULE_PARM_DESC(rx_handoff, "receive a datagram that arrives inside a bulk send of its CPU on the next CPU (default on)");
 
 void ferroce_bulk_begin(void)
 {
@@ -636,7 +645,7 @@ int ferroce_rx_defer_cpu(void)
 {
 	int cpu, next;
 
-	if (!this_cpu_read(ferroce_bulk))
+	if (!READ_ONCE(rx_handoff) || !this_cpu_read(ferroce_bulk))
 		return -1;
 	cpu = get_cpu();
 	next = cpumask_next(cpu, cpu_online_mask);
@@ -646,14 +655,14 @@ int ferroce_rx_defer_cpu(void)
 	return next < nr_cpu_ids && next != cpu ? next : -1;
 }
 
-/* The receive work item of a device goes to `cpu` if it is online, else
- * wherever the queue puts it. */
+/* The receive work item of a device runs in the softirq of `cpu` if it is
+ * online, else of this CPU. */
 void ferroce_rx_work_queue_on(struct work_struct *w, int cpu)
 {
 	if (cpu >= 0 && cpu < nr_cpu_ids && cpu_online(cpu))
-		queue_work_on(cpu, ferroce_qp_wq, w);
+		queue_work_on(cpu, system_bh_wq, w);
 	else
-		queue_work(ferroce_qp_wq, w);
+		queue_work(system_bh_wq, w);
 }
 
 void ferroce_bh_disable(void) { local_bh_disable(); }

@@ -288,9 +288,10 @@ impl<T: Driver> Device<T> {
     }
 }
 
-/// The device's receive work item: the datagrams [`Device::rx_defer`]
-/// handed over, in order, each with bottom halves off (as the UDP
-/// tunnel's softirq would receive it).
+/// The device's receive work item (a bottom-half one: it runs in the
+/// softirq of the CPU it was queued on): the datagrams
+/// [`Device::rx_defer`] handed over, in order, each with bottom halves off
+/// (as the UDP tunnel's softirq would receive it).
 ///
 /// # Safety
 /// Only the kernel calls it, through the registration that names it,
