@@ -819,11 +819,11 @@ unsafe extern "C" fn netdev_event(
 /// Only the kernel calls it, through the operations structure or
 /// registration that names it, with the arguments its contract names.
 unsafe extern "C" fn dealloc_driver<T: Driver>(ibdev: *mut b::ib_device) {
+    let fdev = ibdev.cast::<Device<T>>();
     // SAFETY: the core calls this once, after unregistration, when no verbs
     // call or packet can reach the device; it frees the memory afterwards.
-    // The local work item may still be queued: wait for it first.
+    // The work items may still be queued: wait for them first.
     unsafe {
-        let fdev = ibdev.cast::<Device<T>>();
         b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).local_work));
         b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).fault_work));
         b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).linger_work));
@@ -834,8 +834,10 @@ unsafe extern "C" fn dealloc_driver<T: Driver>(ibdev: *mut b::ib_device) {
         b::ferroce_wq_flush();
         b::ferroce_skbq_purge(core::ptr::addr_of_mut!((*fdev).local_queue));
         core::ptr::drop_in_place(core::ptr::addr_of_mut!((*fdev).state));
-        // Nothing sends any more: the routes (and the references they
-        // hold) go.
+    }
+    // SAFETY: as above; nothing sends any more: the routes (and the
+    // references they hold) go, once.
+    unsafe {
         b::ferroce_routes_free((*fdev).routes);
         (*fdev).routes = core::ptr::null_mut();
     }
