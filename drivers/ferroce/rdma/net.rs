@@ -192,11 +192,8 @@ impl<T: Driver> Device<T> {
 
     /// The oldest queued packet.
     pub(crate) fn local_pop(&self) -> Option<Skb> {
-        // SAFETY: as in `local_len`; a dequeued buffer is referenced by
-        // nothing else.
-        let skb = unsafe { b::ferroce_skbq_dequeue(self.local_queue()) };
-        // INVARIANT: see above.
-        NonNull::new(skb).map(Skb)
+        // SAFETY: the queue is initialised with the device (`add_device`).
+        unsafe { skbq_pop(self.local_queue()) }
     }
 
     /// Queues the device's work item, which runs [`Driver::device_work`].
@@ -205,6 +202,18 @@ impl<T: Driver> Device<T> {
         // `dealloc_driver`, before the device's memory goes.
         unsafe { b::ferroce_work_queue(self.local_work()) }
     }
+}
+
+/// The oldest buffer of a device's queue.
+///
+/// # Safety
+/// `q` is one of a live device's queues, initialised with it.
+unsafe fn skbq_pop(q: *mut b::sk_buff_head) -> Option<Skb> {
+    // SAFETY: guaranteed by the caller; a dequeued buffer is referenced by
+    // nothing else.
+    let skb = unsafe { b::ferroce_skbq_dequeue(q) };
+    // INVARIANT: see above.
+    NonNull::new(skb).map(Skb)
 }
 
 /// The device's work item.
@@ -301,22 +310,13 @@ pub(super) unsafe extern "C" fn rx_work<T: Driver>(w: *mut b::work_struct) {
     // is cancelled before the device is freed).
     let dev = unsafe { Device::<T>::from_rx_work(w) };
     for _ in 0..RX_WORK_BUDGET {
-        // SAFETY: the queue is set up with the device; a dequeued buffer is
-        // referenced by nothing else.
-        let Some(skb) = NonNull::new(unsafe { b::ferroce_skbq_dequeue(dev.rx_queue()) }) else {
+        // SAFETY: the queue is set up with the device.
+        let Some(skb) = (unsafe { skbq_pop(dev.rx_queue()) }) else {
             return;
         };
-        // INVARIANT: see above.
-        let mut skb = Skb(skb);
         // SAFETY: paired below, on this CPU (bottom halves off keep it).
         unsafe { b::ferroce_bh_disable() };
-        match skb.network_packet() {
-            Some(packet) => {
-                T::receive(dev, packet);
-                skb.consume();
-            }
-            None => dev.count(Counter::RxNoMem),
-        }
+        receive_skb(dev, skb);
         // SAFETY: pairs with the disable above.
         unsafe { b::ferroce_bh_enable() };
         // Received: a datagram that comes now may be received in place.
@@ -496,16 +496,19 @@ unsafe extern "C" fn encap_rcv<T: Driver>(_sk: *mut b::sock, skb: *mut b::sk_buf
     // INVARIANT: the UDP layer hands the datagram over: it is ours now.
     let skb = Skb(skb);
     let Some(dev) = DeviceRef::<T>::of_skb(&skb) else { return 0 };
-    let mut skb = match dev.rx_defer(skb) {
-        Ok(()) => return 0,
-        Err(skb) => skb,
-    };
+    if let Err(skb) = dev.rx_defer(skb) {
+        receive_skb(&dev, skb);
+    }
+    0
+}
+
+/// Receives a datagram for `dev` (linearised first), here and now.
+fn receive_skb<T: Driver>(dev: &Device<T>, mut skb: Skb) {
     match skb.network_packet() {
         Some(packet) => {
-            T::receive(&dev, packet);
+            T::receive(dev, packet);
             skb.consume();
         }
         None => dev.count(Counter::RxNoMem),
     }
-    0
 }
