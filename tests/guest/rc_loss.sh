@@ -94,6 +94,24 @@ if [ "$(nproc)" -gt 1 ]; then
 		test "$(delta2 s0 s1 rx_deferred)" -gt 0
 fi
 
+# Receive bursts (design, "Receive bursts"): a batch of 64-byte writes
+# reaches the responder whole and is answered once after it (an ACK covers
+# every earlier PSN); answered packet by packet, as with rx_burst=0 (and
+# by rdma_rxe), the responder sends about one ACK per write.
+MR="ib_write_bw -s 64 -q 1 -n 5000"
+ip netns exec b timeout 120 $MR -d frb -x "$GB" >/tmp/mr_server.log 2>&1 &
+sleep 3
+declare -A m0 m1
+snapshot m0
+check "$MR on the clean link" ip netns exec a timeout 120 $MR -d fra -x "$GA" 10.66.0.2
+wait
+snapshot m1
+req=$((${m1[fra.tx_packets]} - ${m0[fra.tx_packets]}))
+acks=$((${m1[frb.tx_packets]} - ${m0[frb.tx_packets]}))
+echo "$MR: the writer sent $req packets, the responder $acks"
+check "the responder answered the bursts of writes with fewer than 1 ACK per 2 writes" \
+	test "$req" -gt 0 -a $((acks * 2)) -lt "$req"
+
 # 2. loss, duplication and reordering on both ends (netem reorders by
 # sending some packets at once while the rest wait for the delay)
 NETEM="loss 5% duplicate 2% reorder 10% 50% delay 1ms"

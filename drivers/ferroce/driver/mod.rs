@@ -243,6 +243,10 @@ impl Driver for Ferroce {
         sched::linger_work(dev)
     }
 
+    fn burst_work(dev: &FerroceDevice) {
+        sched::burst_work(dev)
+    }
+
     fn advise_mr(pd: &Pd<'_, Self>, advice: Advice, sync: bool, sges: &[(u64, u32, u32)]) -> Result {
         odp::advise_mr(pd, advice, sync, sges)
     }

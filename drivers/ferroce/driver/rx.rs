@@ -21,8 +21,11 @@ use crate::transport::wire::{icrc, Bth};
 /// comes from this device's own transmit path (the ICRC was not computed).
 /// Returns the RC QP whose send side the caller runs next (`kick`): the
 /// packet may have produced an ACK, a READ response or room in the send
-/// window.
-pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) -> Option<u32> {
+/// window. `burst`: a datagram of a softirq's receive pass; that QP, and
+/// the QPs room in the shared window woke, are left to the device's burst
+/// work item (`sched::burst_work`), which runs after the pass, unless its
+/// set is full.
+pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool, burst: bool) -> Option<u32> {
     dev.count(Counter::RxPackets);
     let parts = match icrc::split(packet) {
         Ok(p) => p,
@@ -49,12 +52,29 @@ pub(crate) fn receive(dev: &FerroceDevice, packet: &[u8], local: bool) -> Option
         (None, false) => {}
     }
     let mut notify = Notify::new();
-    let after = {
+    let (after, later) = {
         let mut st = dev.state.lock();
-        rx_locked(dev, &mut st, qpn, transport, parts.ip, ipv6, None, &mut notify)
+        let mut after = rx_locked(dev, &mut st, qpn, transport, parts.ip, ipv6, None, &mut notify);
+        let later = burst && defer_kick(&mut st, &mut after.kick);
+        (after, later)
     };
     notify.run(dev);
+    if later {
+        dev.queue_burst_work();
+    }
     after.finish()
+}
+
+/// Leaves the QP to kick (`kick`, taken when it fits) to the device's burst
+/// work; true when that work has something to do (it also runs the QPs
+/// room in the shared window woke).
+fn defer_kick(st: &mut DevState, kick: &mut Option<u32>) -> bool {
+    if let Some(q) = *kick {
+        if st.rx_kicks.add(q) {
+            *kick = None;
+        }
+    }
+    !st.rx_kicks.is_empty() || !st.wire_woken.is_empty()
 }
 
 /// A multicast datagram: a copy to every UD QP attached to group `gid`

@@ -238,12 +238,29 @@ fn settle(dev: &FerroceDevice, st: &mut DevState, qpn: u32, nomem: bool) -> bool
 /// A datagram from the wire (IP header onwards), from the UDP tunnel's
 /// receive callback: received, then the QP it woke sends.
 pub(crate) fn receive_datagram(dev: &FerroceDevice, packet: &[u8]) {
-    match super::rx::receive(dev, packet, false) {
+    // With `rx_burst`, what the datagram leaves to do waits for the end of
+    // the softirq's receive pass (`burst_work`).
+    let burst = sys::in_burst();
+    match super::rx::receive(dev, packet, false, burst) {
         Some(qpn) => kick(dev, qpn, KICK_BUDGET_SOFTIRQ),
+        None if burst => {}
         // An ACK that left its QP nothing to send may still have made room
         // in the shared window for others.
         None => kick_woken(dev),
     }
+}
+
+/// The device's burst work item (bottom-half context, after a softirq's
+/// receive pass): runs the send sides of the RC QPs that received in the
+/// pass, once each (a responder answers the burst's requests with one
+/// ACK), then the QPs room in the shared window woke.
+pub(crate) fn burst_work(dev: &FerroceDevice) {
+    // What this CPU receives from now on is answered in place, until it
+    // sends (or is handed) another batch.
+    sys::burst_clear();
+    let mut kicks = core::mem::take(&mut dev.state.lock().rx_kicks);
+    kick_all(dev, &mut kicks);
+    kick_woken(dev);
 }
 
 /// Runs the QPs that room in the shared window woke (`DevState::wire_woken`)
@@ -439,7 +456,7 @@ pub(crate) fn run_local(dev: &FerroceDevice, budget: usize) {
             };
             n = n.saturating_add(1);
             // A buffer from `send`: its data is the IP packet.
-            let kick_qpn = super::rx::receive(dev, skb.data(), true);
+            let kick_qpn = super::rx::receive(dev, skb.data(), true, false);
             skb.consume();
             if let Some(qpn) = kick_qpn {
                 if !kicks.add(qpn) {

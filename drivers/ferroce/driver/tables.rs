@@ -854,6 +854,10 @@ pub(crate) struct DevState {
     /// Waiters that just left the FIFO with room reserved, for the next
     /// `kick` to run after its lock.
     pub(crate) wire_woken: crate::driver::tx::Deferred,
+    /// RC QPs that received in this softirq's receive pass and have
+    /// something to send, for the device's burst work to run once after
+    /// it (`sched::burst_work`): one ACK for a burst of requests.
+    pub(crate) rx_kicks: crate::driver::tx::Deferred,
 }
 
 fn table<T>(n: usize) -> Result<KVVec<Option<T>>> {
@@ -1000,6 +1004,7 @@ impl DevState {
             },
             wire: core::array::from_fn(|_| crate::driver::window::WireSlot::default()),
             wire_woken: crate::driver::tx::Deferred::default(),
+            rx_kicks: crate::driver::tx::Deferred::default(),
         })
     }
 

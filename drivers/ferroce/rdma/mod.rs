@@ -479,6 +479,9 @@ pub(crate) struct Device<T: Driver> {
     rx_pending: AtomicU32,
     /// The CPU the hand-off goes to.
     rx_cpu: core::sync::atomic::AtomicI32,
+    /// Runs, after a softirq's receive pass, the send sides of the QPs
+    /// that received in it ([`Driver::burst_work`]).
+    burst_work: b::work_struct,
 }
 
 impl<T: Driver> Device<T> {
@@ -515,6 +518,7 @@ impl<T: Driver> Device<T> {
             b::ferroce_work_init(core::ptr::addr_of_mut!((*this).linger_work), Some(linger_work::<T>));
             b::ferroce_skbq_init(core::ptr::addr_of_mut!((*this).rx_queue));
             b::ferroce_work_init(core::ptr::addr_of_mut!((*this).rx_work), Some(net::rx_work::<T>));
+            b::ferroce_work_init(core::ptr::addr_of_mut!((*this).burst_work), Some(net::burst_work::<T>));
             (*this).ndev = ndev.0;
             (*this).routes = routes;
         }
@@ -602,6 +606,17 @@ impl<T: Driver> Device<T> {
 
     fn rx_work(&self) -> *mut b::work_struct {
         core::ptr::addr_of!(self.rx_work).cast_mut()
+    }
+
+    /// # Safety
+    /// `w` must be the `burst_work` of a live device of driver `T`.
+    pub(crate) unsafe fn from_burst_work<'a>(w: *mut b::work_struct) -> &'a Self {
+        // SAFETY: guaranteed by the caller (container_of).
+        unsafe { &*w.byte_sub(core::mem::offset_of!(Self, burst_work)).cast::<Self>() }
+    }
+
+    fn burst_work(&self) -> *mut b::work_struct {
+        core::ptr::addr_of!(self.burst_work).cast_mut()
     }
 
     /// Queues the device's fault work ([`Driver::fault_work`]); any
@@ -828,6 +843,7 @@ unsafe extern "C" fn dealloc_driver<T: Driver>(ibdev: *mut b::ib_device) {
         b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).fault_work));
         b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).linger_work));
         b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).rx_work));
+        b::ferroce_work_cancel_sync(core::ptr::addr_of_mut!((*fdev).burst_work));
         b::ferroce_skbq_purge(core::ptr::addr_of_mut!((*fdev).rx_queue));
         // An asynchronous prefetch (`ibv_advise_mr`) holds its region's
         // umem, whose release needs the device: let them finish first.

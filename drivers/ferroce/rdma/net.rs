@@ -262,7 +262,35 @@ impl Drop for BulkSend {
     }
 }
 
+/// Bottom halves off on this CPU while the value lives: what a send hands
+/// a veth or the loopback is received when it drops, as one burst.
+pub(crate) struct BhOff(());
+
+impl BhOff {
+    pub(crate) fn enter() -> Self {
+        // SAFETY: no precondition; undone by `drop`.
+        unsafe { b::ferroce_bh_disable() };
+        Self(())
+    }
+}
+
+impl Drop for BhOff {
+    fn drop(&mut self) {
+        // SAFETY: pairs with `enter` (bottom halves off keep the CPU).
+        unsafe { b::ferroce_bh_enable() }
+    }
+}
+
 impl<T: Driver> Device<T> {
+    /// Queues the device's burst work item ([`Driver::burst_work`]) on this
+    /// CPU's bottom-half workqueue: it runs after the softirq's receive
+    /// pass. Already queued: it runs once for all.
+    pub(crate) fn queue_burst_work(&self) {
+        // SAFETY: the work item is set up with the device and cancelled in
+        // `dealloc_driver`, before the device's memory goes.
+        unsafe { b::ferroce_bh_work_queue_here(self.burst_work()) }
+    }
+
     /// Hands a received datagram to the device's receive work item when it
     /// arrived inside a bulk send of this CPU, or when earlier ones are
     /// still handed off (every datagram of the device then goes the same
@@ -309,16 +337,17 @@ pub(super) unsafe extern "C" fn rx_work<T: Driver>(w: *mut b::work_struct) {
     // SAFETY: the kernel runs only the `rx_work` of a live device here (it
     // is cancelled before the device is freed).
     let dev = unsafe { Device::<T>::from_rx_work(w) };
+    // A batch handed over: answered once, after this run.
+    super::sys::burst_mark();
     for _ in 0..RX_WORK_BUDGET {
         // SAFETY: the queue is set up with the device.
         let Some(skb) = (unsafe { skbq_pop(dev.rx_queue()) }) else {
             return;
         };
-        // SAFETY: paired below, on this CPU (bottom halves off keep it).
-        unsafe { b::ferroce_bh_disable() };
-        receive_skb(dev, skb);
-        // SAFETY: pairs with the disable above.
-        unsafe { b::ferroce_bh_enable() };
+        {
+            let _bh = BhOff::enter();
+            receive_skb(dev, skb);
+        }
         // Received: a datagram that comes now may be received in place.
         dev.rx_pending.fetch_sub(1, Ordering::AcqRel);
     }
@@ -329,6 +358,18 @@ pub(super) unsafe extern "C" fn rx_work<T: Driver>(w: *mut b::work_struct) {
             b::ferroce_rx_work_queue_on(dev.rx_work(), dev.rx_cpu.load(Ordering::Relaxed));
         }
     }
+}
+
+/// The device's burst work item.
+///
+/// # Safety
+/// Only the kernel calls it, through the registration that names it,
+/// with the arguments that registration's contract names.
+pub(super) unsafe extern "C" fn burst_work<T: Driver>(w: *mut b::work_struct) {
+    // SAFETY: the kernel runs only the `burst_work` of a live device here
+    // (it is cancelled before the device is freed).
+    let dev = unsafe { Device::<T>::from_burst_work(w) };
+    T::burst_work(dev);
 }
 
 // ---------------------------------------------------------------------------

@@ -50,6 +50,32 @@ pub(crate) fn crc32_le(reg: u32, data: &[u8]) -> u32 {
     unsafe { b::ferroce_crc32_le(reg, data.as_ptr(), data.len()) }
 }
 
+/// The module parameter `rx_burst`: a batch is sent with bottom halves off
+/// and a receive burst's send sides run once after it.
+pub(crate) fn rx_burst() -> bool {
+    // SAFETY: reads a module parameter.
+    unsafe { b::ferroce_rx_burst() }
+}
+
+/// Marks this CPU as in a receive burst (when `rx_burst` is on): what it
+/// receives until its burst work runs is answered after the pass.
+pub(crate) fn burst_mark() {
+    // SAFETY: a per-CPU flag; no precondition.
+    unsafe { b::ferroce_burst_mark() }
+}
+
+/// Whether this CPU is in a receive burst (`burst_mark`).
+pub(crate) fn in_burst() -> bool {
+    // SAFETY: reads a per-CPU flag and a module parameter.
+    unsafe { b::ferroce_in_burst() }
+}
+
+/// Ends this CPU's receive burst (its burst work runs).
+pub(crate) fn burst_clear() {
+    // SAFETY: a per-CPU flag; no precondition.
+    unsafe { b::ferroce_burst_clear() }
+}
+
 /// The module parameter `test_local_queue_max` (0: unset).
 pub(crate) fn test_local_queue_max() -> u32 {
     // SAFETY: reads a module parameter.

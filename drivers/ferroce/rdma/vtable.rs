@@ -210,6 +210,11 @@ pub(crate) trait Driver: Sized + 'static {
     /// `Device::queue_linger_work`).
     fn linger_work(dev: &Device<Self>);
 
+    /// Runs what the datagrams of a receive burst left to do (bottom-half
+    /// context, after the softirq's receive pass; queued by
+    /// `Device::queue_burst_work`).
+    fn burst_work(dev: &Device<Self>);
+
     /// `ibv_advise_mr`: prefetches the ranges `sges` names (`(addr, len,
     /// lkey)`) of regions on demand of `pd`; `sync`: before returning.
     fn advise_mr(pd: &Pd<'_, Self>, advice: Advice, sync: bool, sges: &[(u64, u32, u32)]) -> Result;
