@@ -655,8 +655,9 @@ int ferroce_rx_defer_cpu(void)
 	return next < nr_cpu_ids && next != cpu ? next : -1;
 }
 
-/* The receive work item of a device runs in the softirq of `cpu` if it is
- * online, else of this CPU. */
+/* A device's bottom-half work item (the receive hand-off's, the burst
+ * work) runs in the softirq of `cpu` if it is online, else (cpu -1: the
+ * burst work) of this CPU. */
 void ferroce_rx_work_queue_on(struct work_struct *w, int cpu)
 {
 	if (cpu >= 0 && cpu < nr_cpu_ids && cpu_online(cpu))
@@ -680,26 +681,23 @@ static bool rx_burst = true;
 module_param(rx_burst, bool, 0644);
 MODULE_PARM_DESC(rx_burst, "send a batch with bottom halves off and answer what a receive burst asks for once, after it (default on)");
 
-bool ferroce_rx_burst(void) { return READ_ONCE(rx_burst); }
-
 /* Whether this CPU is in a burst: it sent a batch (or a hand-off work item
  * receives one) since its last burst work ran. A datagram received outside
  * one (a latency test's single packet) is answered in place: deferred, it
  * took 20 us more (ib_write_lat, typical 111 against 90 us under TCG). */
 static DEFINE_PER_CPU(bool, ferroce_burst);
 
-void ferroce_burst_mark(void)
+/* Marks this CPU; false, and nothing marked, with rx_burst off. */
+bool ferroce_burst_mark(void)
 {
-	if (READ_ONCE(rx_burst))
-		this_cpu_write(ferroce_burst, true);
+	if (!READ_ONCE(rx_burst))
+		return false;
+	this_cpu_write(ferroce_burst, true);
+	return true;
 }
 
 bool ferroce_in_burst(void) { return READ_ONCE(rx_burst) && this_cpu_read(ferroce_burst); }
 void ferroce_burst_clear(void) { this_cpu_write(ferroce_burst, false); }
-
-/* A device's burst work item, on this CPU's bottom-half workqueue: it runs
- * in this softirq's round, after the receive pass. */
-void ferroce_bh_work_queue_here(struct work_struct *w) { queue_work(system_bh_wq, w); }
 
 void ferroce_bh_disable(void) { local_bh_disable(); }
 void ferroce_bh_enable(void) { local_bh_enable(); }

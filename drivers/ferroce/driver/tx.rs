@@ -155,10 +155,7 @@ impl Batch {
         // the loopback receives it whole when they come back on (while the
         // bulk mark is still up: `_bh` goes first), and the receiving QP
         // answers it once (`sched::burst_work`), not packet by packet.
-        let burst = n >= BURST_MIN && sys::rx_burst();
-        if burst {
-            sys::burst_mark();
-        }
+        let burst = n >= BURST_MIN && sys::burst_mark();
         let _bh = burst.then(crate::rdma::net::BhOff::enter);
         for r in self.ready.iter_mut().take(n).filter_map(Option::take) {
             match r.av {

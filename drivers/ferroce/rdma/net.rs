@@ -288,7 +288,8 @@ impl<T: Driver> Device<T> {
     pub(crate) fn queue_burst_work(&self) {
         // SAFETY: the work item is set up with the device and cancelled in
         // `dealloc_driver`, before the device's memory goes.
-        unsafe { b::ferroce_bh_work_queue_here(self.burst_work()) }
+        // (-1: this CPU, in the same softirq round.)
+        unsafe { b::ferroce_rx_work_queue_on(self.burst_work(), -1) }
     }
 
     /// Hands a received datagram to the device's receive work item when it
@@ -338,7 +339,7 @@ pub(super) unsafe extern "C" fn rx_work<T: Driver>(w: *mut b::work_struct) {
     // is cancelled before the device is freed).
     let dev = unsafe { Device::<T>::from_rx_work(w) };
     // A batch handed over: answered once, after this run.
-    super::sys::burst_mark();
+    let _ = super::sys::burst_mark();
     for _ in 0..RX_WORK_BUDGET {
         // SAFETY: the queue is set up with the device.
         let Some(skb) = (unsafe { skbq_pop(dev.rx_queue()) }) else {

@@ -50,16 +50,10 @@ pub(crate) fn crc32_le(reg: u32, data: &[u8]) -> u32 {
     unsafe { b::ferroce_crc32_le(reg, data.as_ptr(), data.len()) }
 }
 
-/// The module parameter `rx_burst`: a batch is sent with bottom halves off
-/// and a receive burst's send sides run once after it.
-pub(crate) fn rx_burst() -> bool {
-    // SAFETY: reads a module parameter.
-    unsafe { b::ferroce_rx_burst() }
-}
-
-/// Marks this CPU as in a receive burst (when `rx_burst` is on): what it
-/// receives until its burst work runs is answered after the pass.
-pub(crate) fn burst_mark() {
+/// Marks this CPU as in a receive burst when the module parameter
+/// `rx_burst` is on (returns whether): what it receives until its burst
+/// work runs is answered after the pass.
+pub(crate) fn burst_mark() -> bool {
     // SAFETY: a per-CPU flag; no precondition.
     unsafe { b::ferroce_burst_mark() }
 }
