@@ -93,6 +93,14 @@ check "SRQ resize with receives pending (srq_resize)" build/userspace/tests/srq_
 # Inline sends on RC (ibv_rc_pingpong uses them when the message fits)
 check "ibv_rc_pingpong -c with 32-byte messages (inline)" \
 	pingpong "" "" 10.0.2.15 ibv_rc_pingpong -d fr0 -g "$G" -c -n 200 -s 32
+# The device-local path (design, "Local fast path": packets built and
+# received under one hold of the lock) with gather and scatter lists:
+# every byte of SEND, WRITE and READ checked, with guard bytes, each
+# request's buffer and each receive buffer cut into up to 12 SGEs at
+# seeded points, so that packets begin and end inside entries; atomics
+# between them.
+check "rc_integrity fr0<->fr0, up to 12 SGEs a buffer: every byte checked" \
+	timeout 300 build/userspace/tests/rc_integrity fr0 "$G" fr0 "$G" --qps 2 --ops 400 --sges 12 --max-size 20000
 
 rdma statistic show link fr0/1
 check "rdma link delete fr0" rdma link delete fr0

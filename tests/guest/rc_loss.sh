@@ -118,8 +118,9 @@ NETEM="loss 5% duplicate 2% reorder 10% 50% delay 1ms"
 check "netem on va" ip netns exec a tc qdisc add dev va root netem $NETEM
 check "netem on vb" ip netns exec b tc qdisc add dev vb root netem $NETEM
 t=$SECONDS
-check "rc_integrity with loss, duplication and reordering ($OPS operations, 4 QP pairs, seed 2)" \
-	run_rc /tmp/rc_lossy.log --qps 4 --ops "$OPS" --seed 2
+# (each buffer cut into up to 6 SGEs: a retransmission resumes inside one)
+check "rc_integrity with loss, duplication and reordering ($OPS operations, 4 QP pairs, up to 6 SGEs a buffer, seed 2)" \
+	run_rc /tmp/rc_lossy.log --qps 4 --ops "$OPS" --seed 2 --sges 6
 echo "lossy run: $((SECONDS - t)) s"
 snapshot s2
 show_links

@@ -3,14 +3,17 @@
  * rc_integrity: an RC data-integrity test through libibverbs.
  *
  *   rc_integrity DEV_A GID_A DEV_B GID_B [--qps N] [--ops N] [--max-size BYTES]
- *                [--seed N] [--timeout SECONDS] [--window N]
+ *                [--seed N] [--timeout SECONDS] [--window N] [--sges N]
  *
  * One process opens both devices (they may be the same one) and connects
  * N RC QP pairs between them, exchanging QP numbers, PSNs and GIDs in
  * memory. A seeded random workload then runs over all pairs at once, in
  * both directions: SEND, SEND with immediate, RDMA WRITE, WRITE with
  * immediate, RDMA READ, compare-and-swap and fetch-and-add, with message
- * sizes from 0 bytes to --max-size at random buffer offsets.
+ * sizes from 0 bytes to --max-size at random buffer offsets. With --sges N
+ * (up to 16) each request's local buffer and each receive buffer is cut
+ * into up to N scatter/gather entries at points that depend on the seed
+ * (the bytes stay where they were: the checks are the same).
  *
  * Every byte is checked. Data comes from a pattern of (seed, operation,
  * offset); the program sees both ends' memory, so after a WRITE's
@@ -68,6 +71,8 @@ static uint32_t max_size = 262144;
 static uint64_t seed = 1;
 static int timeout_s = 30;
 static int window = 8;
+static int nsges = 1;
+#define MAX_SGES 16
 
 /* ---------------------------------------------------------------- results */
 
@@ -302,11 +307,13 @@ static void make_ep(struct ep *e)
 	struct ibv_qp_init_attr ia = {
 		.qp_type = IBV_QPT_RC,
 		.sq_sig_all = 1,
-		.cap = { .max_send_wr = 64, .max_recv_wr = 64, .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = 64, .max_recv_wr = 64 },
 	};
 	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 		     IBV_ACCESS_REMOTE_ATOMIC;
 
+	ia.cap.max_send_sge = nsges;
+	ia.cap.max_recv_sge = nsges;
 	e->slot_size = (GUARD + SHIFT_MAX + max_size + GUARD + 63) & ~(size_t)63;
 	e->buf_len = (size_t)(2 * window + RECV_DEPTH) * e->slot_size + 4096;
 	if (posix_memalign((void **)&e->buf, 4096, e->buf_len))
@@ -375,6 +382,27 @@ static double since(const struct timespec *t0)
 	return (t.tv_sec - t0->tv_sec) + (t.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+/* Cuts the len bytes at addr into up to nsges entries of sg (each at
+ * least one byte long) at points h chooses; returns how many. */
+static int split_sge(struct ibv_sge *sg, uint64_t addr, uint32_t len, uint32_t lkey, uint64_t h)
+{
+	int n = nsges, i;
+	uint32_t left = len;
+
+	if (len < (uint32_t)n)
+		n = len ? (int)len : 1;
+	for (i = 0; i < n; i++) {
+		uint32_t l = i == n - 1 ? left : 1 + (uint32_t)(mix(h + i) % (left - (uint32_t)(n - 1 - i)));
+
+		sg[i].addr = addr;
+		sg[i].length = l;
+		sg[i].lkey = lkey;
+		addr += l;
+		left -= l;
+	}
+	return n;
+}
+
 static void post_one_recv(struct ep *e)
 {
 	uint64_t seq = e->recv_posted;
@@ -383,8 +411,10 @@ static void post_one_recv(struct ep *e)
 	 * operation sequence must not depend on timing */
 	uint64_t h = mix(seed ^ mix(((uint64_t)(e - eps) << 40) | seq));
 	uint32_t off = GUARD + (h & 1 ? (uint32_t)((h >> 8) % SHIFT_MAX) : 0);
-	struct ibv_sge sge = { .addr = (uintptr_t)recv_slot(e, s) + off, .length = max_size, .lkey = e->mr->lkey };
-	struct ibv_recv_wr wr = { .wr_id = recv_wr_id(e, seq), .sg_list = &sge, .num_sge = 1 }, *bad;
+	struct ibv_sge sge[MAX_SGES];
+	struct ibv_recv_wr wr = { .wr_id = recv_wr_id(e, seq), .sg_list = sge }, *bad;
+
+	wr.num_sge = split_sge(sge, (uintptr_t)recv_slot(e, s) + off, max_size, e->mr->lkey, h >> 16);
 
 	e->recv_off[s] = off;
 	memset(recv_slot(e, s) + off - GUARD, POISON, GUARD);
@@ -434,7 +464,7 @@ static void issue(struct ep *e, uint64_t idx, enum optype t, uint32_t size)
 	struct ep *p = e->peer;
 	int slot = e->posted % window;
 	struct op *o = &e->sq[slot];
-	struct ibv_sge sge;
+	struct ibv_sge sge, sgl[MAX_SGES];
 	struct ibv_send_wr wr, *bad;
 	uint8_t *l = local_slot(e, slot), *r = exposed_slot(p, slot);
 
@@ -524,6 +554,10 @@ static void issue(struct ep *e, uint64_t idx, enum optype t, uint32_t size)
 		break;
 	default:
 		break;
+	}
+	if (nsges > 1 && wr.num_sge == 1 && t != OP_CMP_SWAP && t != OP_FETCH_ADD) {
+		wr.num_sge = split_sge(sgl, sge.addr, sge.length, sge.lkey, mix(seed ^ idx));
+		wr.sg_list = sgl;
 	}
 	if (ibv_post_send(e->qp, &wr, &bad)) {
 		fail(P_COMPLETIONS, "op #%" PRIu64 " %s size %u on %s: ibv_post_send: %s", idx, op_name[t], size,
@@ -852,7 +886,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: rc_integrity DEV_A GID_A DEV_B GID_B [--qps N] [--ops N] [--max-size BYTES]\n"
-		"                    [--seed N] [--timeout SECONDS] [--window N]\n");
+		"                    [--seed N] [--timeout SECONDS] [--window N] [--sges N]\n");
 	exit(2);
 }
 
@@ -884,11 +918,13 @@ int main(int argc, char **argv)
 			timeout_s = atoi(argv[++i]);
 		else if (!strcmp(a, "--window"))
 			window = atoi(argv[++i]);
+		else if (!strcmp(a, "--sges"))
+			nsges = atoi(argv[++i]);
 		else
 			usage();
 	}
 	if (nqps < 1 || nqps > MAX_QPS || nops < 0 || max_size < 16 || max_size > (1u << 30) || timeout_s < 1 ||
-	    window < 1 || window > MAX_WINDOW)
+	    window < 1 || window > MAX_WINDOW || nsges < 1 || nsges > MAX_SGES)
 		usage();
 	rng_state = seed;
 	setvbuf(stdout, NULL, _IOLBF, 0);
