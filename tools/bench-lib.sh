@@ -247,7 +247,15 @@ bench_profile_run() {
 		echo "## who calls the symbols above 5%"
 		perf report -i /tmp/perf.data --stdio --no-children --sort sym -g caller,2,callee,function,percent --percent-limit 5 2>&1 |
 			grep -v '^$' | head -n 150
+		if [ "$st" != 0 ]; then
+			# what the failed run said (the profile is of what ran before)
+			echo "## the run exited $st: the client's last lines"
+			tail -n 15 /tmp/cli.log
+			echo "## the server's last lines"
+			tail -n 15 /tmp/srv.log
+		fi
 	} >"$f"
 	echo "[bench] profile $name $drv: $f (exit $st, $v $unit)"
+	[ "$st" = 0 ] || { echo "[bench] profile $name $drv: the run exited $st; its client said:"; tail -n 5 /tmp/cli.log; }
 	sed -n '/## by symbol/,$p' "$f" | grep -v '^#' | head -n 15
 }

@@ -131,8 +131,10 @@ int ferroce_wq_create(void);
 void ferroce_wq_destroy(void);
 void ferroce_work_init(struct work_struct *w, ferroce_work_fn fn);
 void ferroce_work_queue(struct work_struct *w);
-/* A QP's work item, on a CPU other than the poster's (see helpers.c). */
+/* A QP's work item (high priority), or the device's linger work (normal
+ * priority), on a CPU other than the poster's (see helpers.c). */
 void ferroce_qp_work_queue(struct work_struct *w);
+void ferroce_linger_work_queue(struct work_struct *w);
 void ferroce_work_cancel_sync(struct work_struct *w);
 /* Completion vectors: one per possible CPU, each bound to an online one. */
 u32 ferroce_num_comp_vectors(void);

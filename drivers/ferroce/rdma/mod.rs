@@ -633,7 +633,7 @@ impl<T: Driver> Device<T> {
     pub(crate) fn queue_linger_work(&self) {
         // SAFETY: the work item is set up with the device and cancelled in
         // `dealloc_driver`, before the device's memory goes.
-        unsafe { b::ferroce_qp_work_queue(core::ptr::addr_of!(self.linger_work).cast_mut()) }
+        unsafe { b::ferroce_linger_work_queue(core::ptr::addr_of!(self.linger_work).cast_mut()) }
     }
 
     pub(crate) fn next_ip_id(&self) -> u16 {
