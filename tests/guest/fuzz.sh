@@ -30,12 +30,14 @@ counter() {
 	rdma statistic show link "$1/1" | tr ' ' '\n' | awk -v n="$2" 'p { print; exit } $0 == n { p = 1 }'
 }
 RX="rx_accepted rx_seq_err_or_nak rx_drop_transport rx_drop_malformed rx_drop_bad_icrc rx_drop_no_qp rx_drop_no_mem rx_drop_addr_mismatch"
+# rx_drop_transport by reason (they sum to it)
+QPR="rx_qp_bad_header rx_qp_bad_key rx_qp_state rx_qp_sequence rx_qp_no_wqe rx_qp_length rx_qp_invalid rx_qp_busy rx_qp_memory"
 # snap VAR: fra's receive counters, frb's tx_packets and the kernel's drops
 # on the way (softnet backlog, va's receive drops)
 snap() {
 	local -n s=$1
 	local c
-	for c in rx_packets $RX; do s[$c]=$(counter fra $c); done
+	for c in rx_packets $RX $QPR; do s[$c]=$(counter fra $c); done
 	s[frb_tx]=$(counter frb tx_packets)
 	local a b rest n=0
 	while read -r a b rest; do n=$((n + 16#$b)); done </proc/net/softnet_stat
@@ -111,6 +113,12 @@ for seed in $SEEDS; do
 	echo "fra: rx_packets +$(d rx_packets):$line"
 	echo "frb sent +$(d frb_tx); kernel drops: backlog +$(d backlog), va +$(d va_drop), IP/UDP +$(d ip_drop)"
 	check "  ...every packet fra received is in one receive counter" test "$(d rx_packets)" = "$sum"
+	qsum=0
+	line=""
+	for c in $QPR; do qsum=$((qsum + $(d $c))); line+=" ${c#rx_qp_} +$(d $c)"; done
+	echo "fra: rx_drop_transport +$(d rx_drop_transport) by reason:$line"
+	check "  ...every transport drop has one reason (the rx_qp_* sum to rx_drop_transport)" test "$(d rx_drop_transport)" = "$qsum"
+	check "  ...crafted headers dropped as such (rx_qp_bad_header > 0)" test "$(d rx_qp_bad_header)" -gt 0
 	check "  ...every crafted packet accounted for (fra's rx_packets = crafted + frb's + kernel drops)" \
 		test $(($(d rx_packets) + $(d backlog) + $(d va_drop) + $(d ip_drop))) = $((sent + $(d frb_tx)))
 	icrc=$(sed -n 's/^class bad-icrc *//p' /tmp/fuzz.log)

@@ -75,6 +75,8 @@ check "UD multicast on one device over IPv6 (mcast, group ff0e::1:2:3)" build/us
 stats=$(rdma statistic show link fr0/1)
 echo "$stats"
 expect "drops counted (Q_Key mismatch, length)" 'rx_drop_transport [1-9]' "$stats"
+expect "  ...the Q_Key mismatches by their reason (rx_qp_bad_key)" 'rx_qp_bad_key [1-9]' "$stats"
+expect "  ...the datagrams too long for their receive by theirs (rx_qp_length)" 'rx_qp_length [1-9]' "$stats"
 
 # Two devices on a veth pair whose ends live in two namespaces.
 veth_namespaces

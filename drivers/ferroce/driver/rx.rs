@@ -11,7 +11,7 @@ use crate::rdma::sys::now_ns;
 use crate::rdma::Counter;
 use crate::driver::ferroce::FerroceDevice;
 use crate::driver::tables::{Av, DevState, Mem};
-use crate::transport::engine::{NetHeader, RxOutcome};
+use crate::transport::engine::{DropReason, NetHeader, RxOutcome};
 use crate::transport::mcast::{gid_of_ip, is_multicast_gid, MAX_QP_ATTACH, MULTICAST_QPN};
 use crate::transport::qp::QpType;
 use crate::transport::wire::ip::{IpHeader, UdpHeader, ROCE_PORT};
@@ -196,7 +196,20 @@ pub(super) fn rx_locked(
     let mut mem = Mem::of(&mut st.mrs, dev, e);
     match e.qp.receive(now_ns(), &mut mem, transport, net) {
         RxOutcome::Accepted => dev.count(Counter::RxAccepted),
-        RxOutcome::Dropped => dev.count(Counter::RxDropped),
+        RxOutcome::Dropped(why) => {
+            dev.count(Counter::RxDropped);
+            dev.count(match why {
+                DropReason::Header => Counter::RxDropHeader,
+                DropReason::Key => Counter::RxDropKey,
+                DropReason::State => Counter::RxDropState,
+                DropReason::Sequence => Counter::RxDropSequence,
+                DropReason::NoWqe => Counter::RxDropNoWqe,
+                DropReason::Length => Counter::RxDropLength,
+                DropReason::Invalid => Counter::RxDropInvalid,
+                DropReason::Busy => Counter::RxDropBusy,
+                DropReason::Memory => Counter::RxDropMemory,
+            });
+        }
         RxOutcome::Nak => dev.count(Counter::RxNak),
     }
     let at = mem.fault.take();

@@ -391,9 +391,20 @@ pub(crate) enum Counter {
     RxDeferred,
     /// ...that found the hand-off queue full (dropped).
     RxDeferFull,
+    /// `RxDropped` (the engine's drops, `rx_drop_transport`) by reason
+    /// (`transport::engine::DropReason`): `rx_qp_*`, which sum to it.
+    RxDropHeader,
+    RxDropKey,
+    RxDropState,
+    RxDropSequence,
+    RxDropNoWqe,
+    RxDropLength,
+    RxDropInvalid,
+    RxDropBusy,
+    RxDropMemory,
 }
 
-const NUM_COUNTERS: usize = 36;
+const NUM_COUNTERS: usize = 45;
 
 /// Counter names, in `Counter` order.
 static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered(UnsafeCell::new({
@@ -437,6 +448,15 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
         d(c"tx_window"),
         d(c"rx_deferred"),
         d(c"rx_drop_deferred_full"),
+        d(c"rx_qp_bad_header"),
+        d(c"rx_qp_bad_key"),
+        d(c"rx_qp_state"),
+        d(c"rx_qp_sequence"),
+        d(c"rx_qp_no_wqe"),
+        d(c"rx_qp_length"),
+        d(c"rx_qp_invalid"),
+        d(c"rx_qp_busy"),
+        d(c"rx_qp_memory"),
     ]
 }));
 

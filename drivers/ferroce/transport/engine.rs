@@ -119,14 +119,44 @@ impl NetHeader<'_> {
     }
 }
 
+/// Why the engine dropped a packet without an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// Transport headers that do not parse, name another QP, or carry an
+    /// opcode (or lack an extension header) this QP type does not take.
+    Header,
+    /// A P_Key or Q_Key that does not match the QP's.
+    Key,
+    /// The QP's state takes no such packet (a request before RTR, a
+    /// response outside RTS/SQD).
+    State,
+    /// Out of sequence: a stale duplicate, a response to nothing
+    /// outstanding or out of order, a repeated NAK, a UC packet outside a
+    /// message.
+    Sequence,
+    /// No receive WQE (UD, UC: RC answers with an RNR NAK).
+    NoWqe,
+    /// Longer than the path MTU or the receive buffer (UD), or a READ
+    /// response of the wrong length.
+    Length,
+    /// A UC request that RC would answer with a NAK (invalid request,
+    /// remote access or length error): its message is dropped.
+    Invalid,
+    /// The responder's resources are in use: dropped unseen, without
+    /// moving the expected PSN; the requester's timer resends.
+    Busy,
+    /// The local buffer: an on-demand page absent (retried once faulted
+    /// in), or a protection error that moved the QP to ERR.
+    Memory,
+}
+
 /// What a received packet led to, for the caller's counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RxOutcome {
     /// Processed (including duplicates answered without re-execution).
     Accepted,
-    /// Silently dropped (bad header, wrong QP state, Q_Key or P_Key
-    /// mismatch, no receive WQE on UD, length error on UD, ...).
-    Dropped,
+    /// Silently dropped, for the reason given (the device counts each).
+    Dropped(DropReason),
     /// Answered with a NAK (sequence error, RNR, or a fatal NAK).
     Nak,
 }
@@ -598,14 +628,17 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// removed), `net` its network header.
     pub fn receive<M: Memory>(&mut self, now: u64, mem: &mut M, pkt: &[u8], net: NetHeader<'_>) -> RxOutcome {
         let Ok(rx) = packet::parse_headers(pkt) else {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Header);
         };
         // A UD QP also takes datagrams to the multicast QP (the caller
         // hands it only those of a group it is attached to).
         let to_me = rx.headers.bth.dest_qp == self.qpn
             || (self.ty == QpType::Ud && rx.headers.bth.dest_qp == super::mcast::MULTICAST_QPN);
-        if !to_me || !rx.headers.bth.pkey.matches(super::wire::PKey(self.pkey)) {
-            return RxOutcome::Dropped;
+        if !to_me {
+            return RxOutcome::Dropped(DropReason::Header);
+        }
+        if !rx.headers.bth.pkey.matches(super::wire::PKey(self.pkey)) {
+            return RxOutcome::Dropped(DropReason::Key);
         }
         match self.ty {
             QpType::Ud => self.ud_receive(mem, &rx, &net),

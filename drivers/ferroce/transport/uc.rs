@@ -21,7 +21,7 @@
 //! - a receive WQE the responder cannot use (a bad L_Key, class A)
 //!   completes with its error and the QP enters ERR.
 
-use super::engine::{complete_recv, Qp, RecvSlot, RxOutcome, SendSlot};
+use super::engine::{complete_recv, DropReason, Qp, RecvSlot, RxOutcome, SendSlot};
 use super::memory::Memory;
 use super::rc::responder::InProgress;
 use super::ring::Storage;
@@ -41,8 +41,11 @@ pub(crate) enum UcError {
 impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// UC RQ Logic: one request packet.
     pub(crate) fn uc_respond<M: Memory>(&mut self, mem: &mut M, rx: &TransportPacket<'_>) -> RxOutcome {
-        if !self.state.receives() || rx.info.transport != Transport::Uc || !rx.info.is_request() {
-            return RxOutcome::Dropped;
+        if !self.state.receives() {
+            return RxOutcome::Dropped(DropReason::State);
+        }
+        if rx.info.transport != Transport::Uc || !rx.info.is_request() {
+            return RxOutcome::Dropped(DropReason::Header);
         }
         let psn = rx.headers.bth.psn;
         let op = rx.info.operation;
@@ -59,7 +62,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         }
         self.resp.epsn = psn.next();
         if !starts && self.resp.cur == InProgress::None {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Sequence);
         }
         let rq_next = self.rq_next;
         match self.uc_in_order(mem, rx) {
@@ -68,13 +71,13 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 self.uc_drop_message();
                 // A FIRST or ONLY that failed gives back the WQE it took.
                 self.rq_next = self.rq_next.min(rq_next);
-                RxOutcome::Dropped
+                RxOutcome::Dropped(DropReason::Invalid)
             }
             Err(UcError::Fatal { seq, status }) => {
                 complete_recv(self, seq, Cqe { status, opcode: WcOpcode::Recv, ..Cqe::default() });
                 self.resp.cur = InProgress::None;
                 self.enter_error();
-                RxOutcome::Dropped
+                RxOutcome::Dropped(DropReason::Memory)
             }
         }
     }

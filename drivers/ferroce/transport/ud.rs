@@ -1,7 +1,7 @@
 //! Unreliable Datagram: the SQ Logic and RQ Logic of IBTA chapter 9/10 for
 //! UD (one packet per message, no responses).
 
-use super::engine::{complete_recv, NetHeader, Qp, RecvSlot, RxOutcome, SendSlot, Transmit};
+use super::engine::{complete_recv, DropReason, NetHeader, Qp, RecvSlot, RxOutcome, SendSlot, Transmit};
 use super::memory::{MemError, Memory};
 use super::wire::packet::{self, Headers, TransportPacket};
 use super::qp::QpState;
@@ -112,37 +112,37 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// UD RQ Logic.
     pub(super) fn ud_receive<M: Memory>(&mut self, mem: &mut M, rx: &TransportPacket<'_>, net: &NetHeader<'_>) -> RxOutcome {
         if !self.state.receives() {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::State);
         }
         // Class D: only SEND ONLY (with immediate) of the UD transport; any
         // other opcode (reserved ones never get past the parser) is dropped.
         if rx.info.transport != Transport::Ud {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Header);
         }
         let Some(DethRepr { q_key: qkey, src_qp }) = rx.headers.deth else {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Header);
         };
         // Q_Key violation: silently dropped, no WQE used, no CQE.
         if qkey != self.attr.qkey {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Key);
         }
         // A UD message is one packet of at most PMTU bytes.
         let plen = rx.payload.len();
         if plen > self.pmtu() as usize {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Length);
         }
         // No RQ WQE: silently dropped.
         let seq = self.rq_next;
         // Borrowed, not copied (up to 32 SGEs): read before the QP changes.
         let Some(slot) = self.rq_at(seq) else {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::NoWqe);
         };
         // Length error (message plus GRH larger than the buffer): class D.
         let Some(need) = plen.checked_add(GRH_LEN) else {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Length);
         };
         if (slot.wqe.length() as usize) < need {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Length);
         }
         let grh = net.grh();
         let res = sg::scatter(mem, self.pd, slot.wqe.sges(), 0, &grh)
@@ -151,7 +151,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             // The receive buffer is memory on demand, not present: the
             // datagram is dropped (class D) and the WQE stays for the next
             // one, which finds the pages faulted in.
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Memory);
         }
         self.rq_next = seq.saturating_add(1);
         if res.is_err() {
@@ -159,7 +159,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             // list): class A, the WQE completes in error, the QP enters ERR.
             complete_recv(self, seq, Cqe { status: WcStatus::LocProtErr, opcode: WcOpcode::Recv, ..Cqe::default() });
             self.enter_error();
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Memory);
         }
         let mut flags = wc_flags::GRH;
         if rx.headers.immdt.map(|i| i.imm).is_some() {

@@ -7,7 +7,7 @@
 //! requester error completes the WQE with its `ibv_wc_status` and moves the
 //! QP to ERR, flushing the rest (IBTA: RC has no SQE state).
 
-use super::super::engine::{Qp, RecvSlot, RxOutcome, SendSlot};
+use super::super::engine::{DropReason, Qp, RecvSlot, RxOutcome, SendSlot};
 use super::super::memory::{MemError, Memory};
 use super::super::wire::packet::TransportPacket;
 use super::super::qp::{QpState, QpType};
@@ -220,24 +220,24 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// ACKNOWLEDGE).
     pub(crate) fn complete_response<M: Memory>(&mut self, now: u64, mem: &mut M, rx: &TransportPacket<'_>) -> RxOutcome {
         if !matches!(self.state, QpState::Rts | QpState::Sqd) {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::State);
         }
         let psn = rx.headers.bth.psn;
         // Only PSNs that were sent can be answered; anything before the
         // first unacknowledged PSN is a stale duplicate.
         if !psn.is_before(self.req.psn_hi) || psn.is_before(self.comp.una.prev()) {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Sequence);
         }
         match rx.info.operation {
             Operation::Acknowledge => {
                 let Some(AethRepr { syndrome, .. }) = rx.headers.aeth else {
-                    return RxOutcome::Dropped;
+                    return RxOutcome::Dropped(DropReason::Header);
                 };
                 self.on_acknowledge(now, psn, syndrome)
             }
             Operation::RdmaReadResponse => self.on_read_response(now, mem, rx),
             Operation::AtomicAcknowledge => self.on_atomic_ack(now, mem, rx),
-            _ => RxOutcome::Dropped,
+            _ => RxOutcome::Dropped(DropReason::Header),
         }
     }
 
@@ -253,7 +253,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             AethSyndrome::Nak(NakCode::PsnSequenceError) => {
                 // The responder expects `psn`: all before it arrived.
                 if psn.is_before(self.comp.una) {
-                    return RxOutcome::Dropped;
+                    return RxOutcome::Dropped(DropReason::Sequence);
                 }
                 let implied = self.ack_through(now, psn.prev());
                 let target = match implied {
@@ -261,7 +261,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                     Ok(()) => psn,
                 };
                 if self.comp.rewound_at == Some(target) {
-                    return RxOutcome::Dropped;
+                    return RxOutcome::Dropped(DropReason::Sequence);
                 }
                 if self.comp.retry_left == 0 {
                     self.fail(WcStatus::RetryExcErr, vendor);
@@ -273,7 +273,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             }
             AethSyndrome::RnrNak { timer } => {
                 if psn.is_before(self.comp.una) {
-                    return RxOutcome::Dropped;
+                    return RxOutcome::Dropped(DropReason::Sequence);
                 }
                 if let Err(ImpliedNak(p)) = self.ack_through(now, psn.prev()) {
                     self.rewind_once(p);
@@ -293,7 +293,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             }
             AethSyndrome::Nak(code) => {
                 if psn.is_before(self.comp.una) {
-                    return RxOutcome::Dropped;
+                    return RxOutcome::Dropped(DropReason::Sequence);
                 }
                 let _ = self.ack_through(now, psn.prev());
                 let status = match code {
@@ -304,7 +304,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 self.fail(status, vendor);
                 RxOutcome::Accepted
             }
-            AethSyndrome::Reserved(_) => RxOutcome::Dropped,
+            AethSyndrome::Reserved(_) => RxOutcome::Dropped(DropReason::Header),
         }
     }
 
@@ -327,16 +327,16 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     fn on_read_response<M: Memory>(&mut self, now: u64, mem: &mut M, rx: &TransportPacket<'_>) -> RxOutcome {
         let psn = rx.headers.bth.psn;
         let Some(seq) = self.oldest_after_implicit_ack(now, psn) else {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Sequence);
         };
         // Borrowed, not copied (a slot holds up to 32 SGEs or 512 inline
         // bytes): this path runs for every response packet.
         let Some(s) = self.sq_at(seq) else {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Sequence);
         };
         // A READ's data, or the empty response of a FLUSH or ATOMIC WRITE.
         if s.wqe.opcode != WrOpcode::RdmaRead && !s.wqe.opcode.is_placement() {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Sequence);
         }
         let expected = s.first_psn.wrapping_add(s.resp_pkts);
         if psn != expected {
@@ -344,7 +344,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 // A response packet went missing: re-request from it.
                 self.rewind_once(expected);
             }
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Sequence);
         }
         let pmtu = self.pmtu();
         let off = s.resp_pkts.saturating_mul(pmtu);
@@ -353,7 +353,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         // Positions are relative to the (possibly re-issued) request, so
         // only "ends the message or not" and the length are checked.
         if rx.info.is_last() != is_last || rx.payload.len() != want as usize {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Length);
         }
         match sg::scatter(mem, self.pd, s.wqe.sges(), u64::from(off), rx.payload) {
             Ok(()) => {}
@@ -389,22 +389,22 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     fn response_fault(&mut self, psn: Psn) -> RxOutcome {
         self.req.fault_wait = true;
         self.seek(psn);
-        RxOutcome::Dropped
+        RxOutcome::Dropped(DropReason::Memory)
     }
 
     fn on_atomic_ack<M: Memory>(&mut self, now: u64, mem: &mut M, rx: &TransportPacket<'_>) -> RxOutcome {
         let psn = rx.headers.bth.psn;
         let Some(orig) = rx.headers.atomic_ack_eth.map(|a| a.orig_data) else {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Header);
         };
         let Some(seq) = self.oldest_after_implicit_ack(now, psn) else {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Sequence);
         };
         let Some(s) = self.sq_at(seq) else {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Sequence);
         };
         if !s.wqe.opcode.is_atomic() || s.first_psn != psn {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Sequence);
         }
         match sg::scatter(mem, self.pd, s.wqe.sges(), 0, &orig.to_ne_bytes()) {
             Ok(()) => {}

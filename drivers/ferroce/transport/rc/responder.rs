@@ -8,7 +8,7 @@
 //! remote operational errors. Responses leave in PSN order through a small
 //! queue in which consecutive ACKs coalesce.
 
-use super::super::engine::{complete_recv, Qp, RecvSlot, RxOutcome, SendSlot, Transmit};
+use super::super::engine::{complete_recv, DropReason, Qp, RecvSlot, RxOutcome, SendSlot, Transmit};
 use super::super::memory::{Key, MemError, Memory};
 use super::super::wire::packet::{self, Headers, TransportPacket};
 use super::super::qp::MAX_RD_ATOMIC;
@@ -204,10 +204,10 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
     /// Processes an RC request packet.
     pub(crate) fn respond<M: Memory>(&mut self, mem: &mut M, rx: &TransportPacket<'_>) -> RxOutcome {
         if !self.state.receives() {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::State);
         }
         if rx.info.transport != Transport::Rc || !rx.info.is_request() {
-            return RxOutcome::Dropped;
+            return RxOutcome::Dropped(DropReason::Header);
         }
         let psn = rx.headers.bth.psn;
         let d = psn.diff(self.resp.epsn);
@@ -279,7 +279,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             Operation::RdmaReadRequest => self.recv_read(mem, rx),
             Operation::CompareSwap | Operation::FetchAdd => self.recv_atomic(mem, rx),
             Operation::AtomicWrite | Operation::Flush => self.recv_placement(mem, rx),
-            _ => Step::Done(RxOutcome::Dropped),
+            _ => Step::Done(RxOutcome::Dropped(DropReason::Header)),
         }
     }
 
@@ -297,7 +297,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         if self.ty == QpType::Uc {
             // Class D: no receive WQE drops a UC message, with no NAK.
             self.uc_drop_message();
-            return Step::Done(RxOutcome::Dropped);
+            return Step::Done(RxOutcome::Dropped(DropReason::NoWqe));
         }
         let timer = self.attr.min_rnr_timer;
         Step::Done(self.push_retry_nak(psn, AethSyndrome::RnrNak { timer }))
@@ -495,10 +495,10 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
         // No free resource or queue slot: drop without moving ePSN; the
         // requester's timer resends.
         if self.resp.jobs.is_full() {
-            return Step::Done(RxOutcome::Dropped);
+            return Step::Done(RxOutcome::Dropped(DropReason::Busy));
         }
         let Some(i) = self.alloc_resource() else {
-            return Step::Done(RxOutcome::Dropped);
+            return Step::Done(RxOutcome::Dropped(DropReason::Busy));
         };
         self.answer_with_read(i, rx.headers.bth.psn, r.va, r.r_key, r.dma_len)
     }
@@ -531,7 +531,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             return Step::Fatal(Fatal::nak(NakCode::InvalidRequest));
         }
         if self.resp.jobs.is_full() {
-            return Step::Done(RxOutcome::Dropped);
+            return Step::Done(RxOutcome::Dropped(DropReason::Busy));
         }
         // The atomic runs first and takes a resource after: memory on
         // demand not present (RNR NAK), like every refusal, then leaves
@@ -549,7 +549,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             Err(_) => return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError)),
         };
         let Some(i) = self.alloc_resource() else {
-            return Step::Done(RxOutcome::Dropped);
+            return Step::Done(RxOutcome::Dropped(DropReason::Busy));
         };
         let psn = rx.headers.bth.psn;
         self.resp.msn = next_msn(self.resp.msn);
@@ -596,7 +596,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 return invalid();
             }
             if self.resp.jobs.is_full() {
-                return Step::Done(RxOutcome::Dropped);
+                return Step::Done(RxOutcome::Dropped(DropReason::Busy));
             }
             mem.atomic_write(self.pd, r.r_key, r.va, value)
         } else {
@@ -606,7 +606,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 return invalid();
             }
             if self.resp.jobs.is_full() {
-                return Step::Done(RxOutcome::Dropped);
+                return Step::Done(RxOutcome::Dropped(DropReason::Busy));
             }
             let mut need = 0;
             if f.placement & feth::PLT_GLOBAL != 0 {
@@ -629,7 +629,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
             Err(_) => return Step::Fatal(Fatal::nak(NakCode::RemoteAccessError)),
         }
         let Some(i) = self.alloc_resource() else {
-            return Step::Done(RxOutcome::Dropped);
+            return Step::Done(RxOutcome::Dropped(DropReason::Busy));
         };
         self.answer_with_read(i, rx.headers.bth.psn, r.va, r.r_key, 0)
     }
@@ -653,8 +653,8 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                 let found = self.resp.res.iter().position(|r| {
                     r.kind == ResKind::Read && psn.in_range(r.first_psn, r.npkts)
                 });
-                let Some(i) = found else { return RxOutcome::Dropped };
-                let Some(r) = self.resp.res.get(i).copied() else { return RxOutcome::Dropped };
+                let Some(i) = found else { return RxOutcome::Dropped(DropReason::Sequence) };
+                let Some(r) = self.resp.res.get(i).copied() else { return RxOutcome::Dropped(DropReason::Sequence) };
                 let off = r.first_psn.distance_to(psn).saturating_mul(pmtu);
                 let res = u8::try_from(i).unwrap_or(0);
                 let job = Job::Read { res, start: psn, psn, off };
@@ -680,7 +680,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                     }
                     return RxOutcome::Accepted;
                 }
-                RxOutcome::Dropped
+                RxOutcome::Dropped(DropReason::Busy)
             }
             Operation::CompareSwap | Operation::FetchAdd => {
                 let found = self
@@ -688,7 +688,7 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                     .res
                     .iter()
                     .position(|r| r.kind == ResKind::Atomic && r.first_psn == psn);
-                let Some(i) = found else { return RxOutcome::Dropped };
+                let Some(i) = found else { return RxOutcome::Dropped(DropReason::Sequence) };
                 if self.resp.res.get(i).is_some_and(|r| r.busy) {
                     // Its response is still queued.
                     return RxOutcome::Accepted;
@@ -702,9 +702,9 @@ impl<S: Storage<SendSlot>, R: Storage<RecvSlot>> Qp<S, R> {
                     }
                     return RxOutcome::Accepted;
                 }
-                RxOutcome::Dropped
+                RxOutcome::Dropped(DropReason::Busy)
             }
-            _ => RxOutcome::Dropped,
+            _ => RxOutcome::Dropped(DropReason::Sequence),
         }
     }
 

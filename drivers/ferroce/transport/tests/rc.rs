@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use ferroce_transport::engine::RxOutcome;
+use ferroce_transport::engine::{DropReason, RxOutcome};
 use ferroce_transport::wire::packet::{self, Headers, TransportPacket};
 use ferroce_transport::wire::RethRepr;
 use ferroce_transport::qp::{mask, Mtu, QpAttr, QpState};
@@ -1273,7 +1273,7 @@ fn rc_odp_read_response_into_absent_buffer_is_dropped_and_asked_again() {
     assert_eq!(resp.len(), 3);
     // The local buffer's pages went after the request was sent.
     r.ma.region_mut(r.src).absent = true;
-    assert_eq!(deliver(&mut r.a, 0, &mut r.ma, &resp[0]), RxOutcome::Dropped);
+    assert_eq!(deliver(&mut r.a, 0, &mut r.ma, &resp[0]), RxOutcome::Dropped(DropReason::Memory));
     assert!(r.a.fault_waiting());
     assert!(drain_tx(&mut r.a, 0, &mut r.ma).is_empty());
     r.ma.region_mut(r.src).absent = false;

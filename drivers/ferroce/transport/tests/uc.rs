@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use ferroce_transport::engine::RxOutcome;
+use ferroce_transport::engine::{DropReason, RxOutcome};
 use ferroce_transport::qp::{Mtu, QpState};
 use ferroce_transport::verbs::{access, send_flags, wc_flags, SendWqe, WcOpcode, WcStatus, WrOpcode};
 use ferroce_transport::wire::packet::{self, Headers, TransportPacket};
@@ -168,7 +168,7 @@ fn uc_lost_middle_packet_drops_that_message_only_and_reuses_its_receive_wqe() {
     assert_eq!(pk.len(), 5);
     // Packet 1 (MIDDLE of message 1) is lost.
     let out = deliver_all(&mut u, &[pk[0].clone(), pk[2].clone(), pk[3].clone(), pk[4].clone()]);
-    assert_eq!(out, vec![RxOutcome::Accepted, RxOutcome::Dropped, RxOutcome::Accepted, RxOutcome::Accepted]);
+    assert_eq!(out, vec![RxOutcome::Accepted, RxOutcome::Dropped(DropReason::Sequence), RxOutcome::Accepted, RxOutcome::Accepted]);
     assert_silent(&mut u);
     // Message 2 landed in receive WQE 0 (message 1 gave it back), from its start.
     let (_, r) = all_cqes(&mut u.b);
@@ -201,7 +201,7 @@ fn uc_out_of_sequence_middle_and_last_are_dropped_until_a_first_or_only() {
     let out = deliver_all(&mut u, &[pk[0].clone(), pk[1].clone(), pk[0].clone(), pk[2].clone(), pk[3].clone()]);
     assert_eq!(
         out,
-        vec![RxOutcome::Accepted, RxOutcome::Accepted, RxOutcome::Accepted, RxOutcome::Dropped, RxOutcome::Accepted]
+        vec![RxOutcome::Accepted, RxOutcome::Accepted, RxOutcome::Accepted, RxOutcome::Dropped(DropReason::Sequence), RxOutcome::Accepted]
     );
     let (_, r) = all_cqes(&mut u.b);
     assert_eq!(r.iter().map(|c| (c.wr_id, c.byte_len)).collect::<Vec<_>>(), vec![(0, 5)]);
@@ -212,7 +212,7 @@ fn uc_no_receive_wqe_drops_the_message_silently_and_the_next_one_is_received() {
     let mut u = setup();
     let pk = { let w = [send(&u, 1, 0, PMTU * 2), send(&u, 2, 0, 9)]; packets_of(&mut u, &w) };
     let out = deliver_all(&mut u, &pk[..2]);
-    assert_eq!(out, vec![RxOutcome::Dropped, RxOutcome::Dropped]);
+    assert_eq!(out, vec![RxOutcome::Dropped(DropReason::NoWqe), RxOutcome::Dropped(DropReason::Sequence)]);
     assert_silent(&mut u);
     post_recvs(&mut u, 1);
     assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &pk[2]), RxOutcome::Accepted);
@@ -229,7 +229,7 @@ fn uc_too_long_message_and_bad_rkey_drop_the_message_qp_stays_in_rts() {
     bad.rkey ^= 0x55;
     let pk = { let w = [send(&u, 1, 0, 300), bad, send(&u, 3, 0, 60)]; packets_of(&mut u, &w) };
     let out = deliver_all(&mut u, &pk);
-    assert_eq!(out, vec![RxOutcome::Dropped, RxOutcome::Dropped, RxOutcome::Dropped, RxOutcome::Accepted]);
+    assert_eq!(out, vec![RxOutcome::Dropped(DropReason::Invalid), RxOutcome::Dropped(DropReason::Sequence), RxOutcome::Dropped(DropReason::Invalid), RxOutcome::Accepted]);
     assert_silent(&mut u);
     let (_, r) = all_cqes(&mut u.b);
     assert_eq!(r.iter().map(|c| (c.wr_id, c.status, c.byte_len)).collect::<Vec<_>>(), vec![(7, WcStatus::Success, 60)]);
@@ -240,7 +240,7 @@ fn uc_too_long_message_and_bad_rkey_drop_the_message_qp_stays_in_rts() {
 fn uc_write_without_remote_write_access_is_dropped() {
     let mut u = setup_with(0);
     let pk = { let w = [write(&u, 1, 16, 0x3_0000, None)]; packets_of(&mut u, &w) };
-    assert_eq!(deliver_all(&mut u, &pk), vec![RxOutcome::Dropped]);
+    assert_eq!(deliver_all(&mut u, &pk), vec![RxOutcome::Dropped(DropReason::Invalid)]);
     assert_eq!(u.mb.bytes(u.tgt, 0, 16), &[0u8; 16]);
     assert_silent(&mut u);
 }
@@ -250,7 +250,7 @@ fn uc_bad_lkey_in_receive_wqe_completes_it_in_error_and_the_qp_enters_err() {
     let mut u = setup();
     u.b.post_recv(&recv_wr(5, &[(0x2_0000, 100, u.dst ^ 0x77)])).unwrap();
     let pk = { let w = [send(&u, 1, 0, 10)]; packets_of(&mut u, &w) };
-    assert_eq!(deliver_all(&mut u, &pk), vec![RxOutcome::Dropped]);
+    assert_eq!(deliver_all(&mut u, &pk), vec![RxOutcome::Dropped(DropReason::Memory)]);
     assert_eq!(u.b.state(), QpState::Err);
     let (_, r) = all_cqes(&mut u.b);
     assert_eq!(r.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(), vec![(5, WcStatus::LocProtErr)]);
@@ -286,7 +286,7 @@ fn uc_ignores_rc_packets_and_ackreq_gets_no_ack() {
     let mut buf = vec![0u8; 256];
     let hl = packet::emit_headers(&h, 0, &mut buf).unwrap();
     let n = packet::finish(&mut buf, hl, 0).unwrap();
-    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &buf[..n]), RxOutcome::Dropped);
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &buf[..n]), RxOutcome::Dropped(DropReason::Header));
     // A UC WRITE ONLY with immediate and AckReq set: accepted, never ACKed.
     let mut h = Headers::bth_only(Opcode::UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, 0xffff, B, Psn::new(77));
     h.bth.ack_req = true;
@@ -341,16 +341,16 @@ fn uc_on_an_srq_takes_a_wqe_only_for_a_message_it_will_complete() {
             }
         }
         // A stray SEND MIDDLE and LAST (message 1's, again) take nothing.
-        assert_eq!(deliver_srq(&mut u, &pk[1]), RxOutcome::Dropped);
-        assert_eq!(deliver_srq(&mut u, &pk[2]), RxOutcome::Dropped);
+        assert_eq!(deliver_srq(&mut u, &pk[1]), RxOutcome::Dropped(DropReason::Sequence));
+        assert_eq!(deliver_srq(&mut u, &pk[2]), RxOutcome::Dropped(DropReason::Sequence));
         out
     };
     assert_silent(&mut u);
     // Message 1's WQE (10) went to message 2; the WRITE took 11 at its
     // LAST; message 4 took 12; message 5's LAST, out of sequence, took
     // none; message 6 took 13.
-    use RxOutcome::{Accepted as A_, Dropped as D_};
-    assert_eq!(out, vec![A_, D_, A_, A_, A_, A_, A_, A_, D_, A_]);
+    let (acc, seq) = (RxOutcome::Accepted, RxOutcome::Dropped(DropReason::Sequence));
+    assert_eq!(out, vec![acc, seq, acc, acc, acc, acc, acc, acc, seq, acc]);
     assert_eq!(taken, vec![10, 11, 12, 13]);
     let got: Vec<(u64, WcOpcode, u32)> = r.iter().map(|c| (c.wr_id, c.opcode, c.byte_len)).collect();
     assert_eq!(

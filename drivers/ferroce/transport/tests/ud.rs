@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use ferroce_transport::engine::{NetHeader, RxOutcome};
+use ferroce_transport::engine::{DropReason, NetHeader, RxOutcome};
 use ferroce_transport::error::Error;
 use ferroce_transport::wire::packet::{self, Headers, TransportPacket};
 use ferroce_transport::wire::{DethRepr, ImmDtRepr};
@@ -174,7 +174,7 @@ fn ud_qkey_mismatch_silently_dropped_no_wqe_no_cqe() {
     let mut u = setup();
     u.b.post_recv(&recv_wr(1, &[(0x9000, 1100, u.dst)])).unwrap();
     let p = craft_ud(Opcode::UD_SEND_ONLY, 1, QKEY ^ 1, b"abcd");
-    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &p), RxOutcome::Dropped);
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &p), RxOutcome::Dropped(DropReason::Key));
     assert!(all_cqes(&mut u.b).1.is_empty());
     assert_eq!(u.b.recv_queue_len(), 1, "no WQE used");
     assert!(drain_tx(&mut u.b, 0, &mut u.mb).is_empty(), "no response");
@@ -194,12 +194,12 @@ fn ud_unsupported_or_reserved_opcode_silently_dropped() {
     let mut buf = vec![0u8; 64];
     let hl = packet::emit_headers(&h, 4, &mut buf).unwrap();
     let n = packet::finish(&mut buf, hl, 4).unwrap();
-    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &buf[..n]), RxOutcome::Dropped);
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &buf[..n]), RxOutcome::Dropped(DropReason::Header));
     // Reserved UD opcodes 0x60-0x63 and 0x66-0x7f.
     for op in [0x60u8, 0x63, 0x66, 0x7f] {
         let mut p = craft_ud(Opcode::UD_SEND_ONLY, 1, QKEY, b"abcd");
         p[0] = op;
-        assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &p), RxOutcome::Dropped, "{op:#x}");
+        assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &p), RxOutcome::Dropped(DropReason::Header), "{op:#x}");
     }
     assert!(all_cqes(&mut u.b).1.is_empty());
     assert_eq!(u.b.recv_queue_len(), 1);
@@ -209,7 +209,7 @@ fn ud_unsupported_or_reserved_opcode_silently_dropped() {
 fn ud_no_posted_receive_silently_dropped() {
     let mut u = setup();
     let p = craft_ud(Opcode::UD_SEND_ONLY, 1, QKEY, b"abcd");
-    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &p), RxOutcome::Dropped);
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &p), RxOutcome::Dropped(DropReason::NoWqe));
     assert!(drain_tx(&mut u.b, 0, &mut u.mb).is_empty());
     assert_eq!(u.b.state(), QpState::Rts);
 }
@@ -220,14 +220,14 @@ fn ud_length_error_silently_dropped_no_wqe_used() {
     // 40 GRH bytes + 100 payload > 120-byte buffer.
     u.b.post_recv(&recv_wr(1, &[(0x9000, 120, u.dst)])).unwrap();
     let p = craft_ud(Opcode::UD_SEND_ONLY, 1, QKEY, &[5u8; 100]);
-    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &p), RxOutcome::Dropped);
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &p), RxOutcome::Dropped(DropReason::Length));
     assert!(all_cqes(&mut u.b).1.is_empty());
     assert_eq!(u.b.recv_queue_len(), 1);
     // A payload larger than the PMTU is dropped too.
     u.b.set_path_mtu(Mtu::Mtu256);
     u.b.post_recv(&recv_wr(2, &[(0x9000, 4096, u.dst)])).unwrap();
     let p = craft_ud(Opcode::UD_SEND_ONLY, 1, QKEY, &[5u8; 300]);
-    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &p), RxOutcome::Dropped);
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &p), RxOutcome::Dropped(DropReason::Length));
     assert!(all_cqes(&mut u.b).1.is_empty());
 }
 
@@ -321,7 +321,7 @@ fn ud_nothing_received_before_rtr() {
     q.modify(&a, mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::QKEY).unwrap();
     q.post_recv(&recv_wr(1, &[(0x9000, 256, k)])).unwrap();
     let p = craft_ud(Opcode::UD_SEND_ONLY, 1, QKEY, b"abcd");
-    assert_eq!(deliver(&mut q, 0, &mut m, &p), RxOutcome::Dropped);
+    assert_eq!(deliver(&mut q, 0, &mut m, &p), RxOutcome::Dropped(DropReason::State));
     assert_eq!(q.post_send(&ud_send(1, 4, k, QKEY)), Err(Error::Invalid), "no sends before RTS");
 }
 
@@ -373,7 +373,7 @@ fn ud_multicast_qpn_is_taken_by_ud_qps_only() {
     let mut u = setup();
     u.b.post_recv(&recv_wr(1, &[(0x9000, 1100, u.dst)])).unwrap();
     u.b.post_recv(&recv_wr(2, &[(0x9000 + 1100, 1100, u.dst)])).unwrap();
-    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &craft_to(0x21)), RxOutcome::Dropped, "another QP's datagram");
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &craft_to(0x21)), RxOutcome::Dropped(DropReason::Header), "another QP's datagram");
     assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &craft_to(MULTICAST_QPN)), RxOutcome::Accepted);
     let (_, recv) = all_cqes(&mut u.b);
     assert_eq!(recv.len(), 1);
@@ -385,7 +385,7 @@ fn ud_multicast_qpn_is_taken_by_ud_qps_only() {
     let hl = packet::emit_headers(&h, 4, &mut bad).unwrap();
     let n = packet::finish(&mut bad, hl, 4).unwrap();
     bad.truncate(n);
-    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &bad), RxOutcome::Dropped);
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &bad), RxOutcome::Dropped(DropReason::Key));
     assert_eq!(u.b.recv_queue_len(), 1, "no WQE used by the wrong Q_Key");
     // An RC or UC QP: the multicast QP is not its number.
     let mut rc = rc_qp(0x40, 0x41, RcParams::default(), 0, 0);
@@ -398,7 +398,7 @@ fn ud_multicast_qpn_is_taken_by_ud_qps_only() {
     let hl = packet::emit_headers(&h, 4, &mut p).unwrap();
     let n = packet::finish(&mut p, hl, 4).unwrap();
     p.truncate(n);
-    assert_eq!(deliver(&mut rc, 0, &mut mrc, &p), RxOutcome::Dropped);
+    assert_eq!(deliver(&mut rc, 0, &mut mrc, &p), RxOutcome::Dropped(DropReason::Header));
     assert!(all_cqes(&mut rc).1.is_empty());
 }
 
@@ -442,7 +442,7 @@ fn ud_odp_absent_send_buffer_waits_and_absent_receive_buffer_drops_keeping_the_w
     assert_eq!(u.a.poll_send_cq().unwrap().status, WcStatus::Success);
     u.b.post_recv(&recv_wr(7, &[(0x9000, 1100, u.dst)])).unwrap();
     u.mb.region_mut(u.dst).absent = true;
-    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &pk[0]), RxOutcome::Dropped);
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &pk[0]), RxOutcome::Dropped(DropReason::Memory));
     assert!(u.b.poll_recv_cq().is_none());
     assert_eq!(u.b.state(), QpState::Rts);
     u.mb.region_mut(u.dst).absent = false;
