@@ -6,9 +6,9 @@ use common::*;
 use ferroce_transport::engine::{DropReason, RxOutcome};
 use ferroce_transport::wire::packet::{self, Headers, TransportPacket};
 use ferroce_transport::wire::RethRepr;
-use ferroce_transport::qp::{mask, Mtu, QpAttr, QpState};
+use ferroce_transport::qp::{mask, Mtu, QpAttr, QpState, QpType};
 use ferroce_transport::verbs::{access, send_flags, wc_flags, AsyncError, FastReg, SendWqe, WcOpcode, WcStatus, WrOpcode};
-use ferroce_transport::wire::{AethSyndrome, FethRepr, NakCode, Opcode, Psn};
+use ferroce_transport::wire::{AethRepr, AethSyndrome, DethRepr, FethRepr, NakCode, Opcode, Psn};
 
 const A: u32 = 0x11;
 const B: u32 = 0x22;
@@ -1415,4 +1415,57 @@ fn rc_packet_that_fills_the_shared_window_bound_asks_for_an_ack() {
     assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::Success);
     assert!(r.a.take_cc().losses == 0, "no loss, no timeout");
     assert_eq!(r.mb.bytes(r.tgt, 0, 16384), r.ma.bytes(r.src, 0, 16384));
+}
+
+/// A packet of headers `h` and `payload`.
+fn craft(h: &Headers, payload: &[u8]) -> Vec<u8> {
+    let mut buf = vec![0u8; 5000];
+    let hl = packet::emit_headers(h, payload.len(), &mut buf).unwrap();
+    buf[hl..hl + payload.len()].copy_from_slice(payload);
+    let n = packet::finish(&mut buf, hl, payload.len()).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+/// Every packet an RC QP drops unanswered names why (the device counts
+/// each reason: `rx_qp_*`), and none of them changes the QP.
+#[test]
+fn rc_drops_name_their_reason() {
+    let mut r = setup();
+    post_recvs(&mut r, 1);
+    let dropped = |why| RxOutcome::Dropped(why);
+    // An ACK of a PSN the requester never sent: out of sequence.
+    let mut h = Headers::bth_only(Opcode::RC_ACKNOWLEDGE, 0xffff, A, Psn::new(PSN_A + 100));
+    h.aeth = Some(AethRepr { syndrome: AethSyndrome::Ack { credits: 31 }, msn: 0 });
+    assert_eq!(deliver(&mut r.a, 0, &mut r.ma, &craft(&h, &[])), dropped(DropReason::Sequence));
+    // A UD SEND to an RC QP: not its transport.
+    let mut h = Headers::bth_only(Opcode::UD_SEND_ONLY, 0xffff, B, Psn::new(PSN_A));
+    h.deth = Some(DethRepr { q_key: 1, src_qp: A });
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &craft(&h, b"ud")), dropped(DropReason::Header));
+    // A P_Key of another partition.
+    let req = request(Opcode::RC_SEND_ONLY, PSN_A, b"pk", |h| h.bth.pkey = ferroce_transport::wire::PKey(0x8123));
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &req), dropped(DropReason::Key));
+    // A request to a QP that is only in INIT.
+    let mut q = new_qp(B, QpType::Rc, 4, 4);
+    let a = QpAttr { qp_state: QpState::Init, port_num: 1, ..QpAttr::default() };
+    q.modify(&a, mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::ACCESS_FLAGS).unwrap();
+    let req = request(Opcode::RC_SEND_ONLY, PSN_A, b"in", |_| {});
+    assert_eq!(deliver(&mut q, 0, &mut r.mb, &req), dropped(DropReason::State));
+    // None of them moved either QP: the SEND the responder expects lands.
+    assert!(drain_tx(&mut r.b, 0, &mut r.mb).is_empty(), "no answer to a drop");
+    r.a.post_send(&send(&r, 1, 10)).unwrap();
+    for x in &drain_tx(&mut r.a, 0, &mut r.ma) {
+        assert_eq!(deliver(&mut r.b, 0, &mut r.mb, x), RxOutcome::Accepted);
+    }
+    for x in &drain_tx(&mut r.b, 0, &mut r.mb) {
+        assert_eq!(deliver(&mut r.a, 0, &mut r.ma, x), RxOutcome::Accepted);
+    }
+    let (s, rv) = all_cqes(&mut r.a);
+    assert_eq!((s.len(), s[0].status, rv.len()), (1, WcStatus::Success, 0));
+    assert_eq!(all_cqes(&mut r.b).1.len(), 1);
+    // A READ response when no READ is outstanding: out of sequence.
+    let mut h = Headers::bth_only(Opcode::RC_RDMA_READ_RESPONSE_ONLY, 0xffff, A, Psn::new(PSN_A + 1));
+    h.aeth = Some(AethRepr { syndrome: AethSyndrome::Ack { credits: 31 }, msn: 1 });
+    assert_eq!(deliver(&mut r.a, 0, &mut r.ma, &craft(&h, &[0u8; 16])), dropped(DropReason::Sequence));
+    assert_eq!((r.a.state(), r.b.state()), (QpState::Rts, QpState::Rts));
 }
