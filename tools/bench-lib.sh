@@ -216,21 +216,33 @@ bench_profile_run() {
 		-o /tmp/perf.data -- sleep 120 >/tmp/perf-record.log 2>&1 &
 	local ppid=$! ack
 	exec 8<>/tmp/perf.ctl 9<>/tmp/perf.ack	# read-write: no open blocks, whether perf is up or not
+	# perf answers its FIFO only once it is set up (seconds under TCG); an
+	# enable sent before then waited there, and the window opened after a
+	# short run had ended (a veth send_bw_64k profile was 89% idle)
+	local t0=$SECONDS
+	echo ping >&8
+	read -r -t 120 -u 9 ack || echo "[bench] profile $name $drv: perf did not answer in 120 s"
+	echo "[bench] profile $name $drv: perf ready after $((SECONDS - t0)) s"
 	"$@" &
 	local rpid=$!
 	# until the client has connected and registered its buffers (zeroing
 	# them takes seconds under TCG) and packets flow: the device's counters
 	# grow by more than 1000 in half a second
+	devsum() {
+		ip netns exec "$ns" rdma statistic show link "$dev/1" |
+			awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i } END { print s + 0 }'
+	}
 	local i a b=0
 	for i in $(seq 60); do
 		a=$b
-		b=$(ip netns exec "$ns" rdma statistic show link "$dev/1" |
-			awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i } END { print s + 0 }')
+		b=$(devsum)
 		[ "$i" -gt 1 ] && [ $((b - a)) -gt 1000 ] && break
 		sleep 0.5
 	done
 	echo enable >&8 && read -r -t 20 -u 9 ack
+	a=$(devsum)
 	sleep 3
+	b=$(devsum)
 	echo disable >&8 && read -r -t 20 -u 9 ack
 	exec 8>&- 9<&-
 	kill -INT $ppid 2>/dev/null
@@ -239,7 +251,7 @@ bench_profile_run() {
 	local st=$? v
 	v=$(bench_value "$unit" /tmp/cli.log)
 	{
-		echo "# profile of $name on $drv: perf record -a -e cpu-clock (the event TCG has), whole guest, 3 s of a timed run's traffic; the run: exit $st, $v $unit"
+		echo "# profile of $name on $drv: perf record -a -e cpu-clock (the event TCG has), whole guest, 3 s of a timed run's traffic; the run: exit $st, $v $unit; the device's counters grew by $((b - a)) in the window"
 		echo "## by object"
 		perf report -i /tmp/perf.data --stdio --no-children --sort dso -g none --percent-limit 0.5 2>&1 | grep -v '^$'
 		echo "## by symbol"
@@ -255,7 +267,8 @@ bench_profile_run() {
 			tail -n 15 /tmp/srv.log
 		fi
 	} >"$f"
-	echo "[bench] profile $name $drv: $f (exit $st, $v $unit)"
+	echo "[bench] profile $name $drv: $f (exit $st, $v $unit; counters +$((b - a)) in the window)"
+	[ $((b - a)) -gt 1000 ] || echo "[bench] profile $name $drv: little traffic in the window (counters +$((b - a))): read the profile with care"
 	[ "$st" = 0 ] || { echo "[bench] profile $name $drv: the run exited $st; its client said:"; tail -n 5 /tmp/cli.log; }
 	sed -n '/## by symbol/,$p' "$f" | grep -v '^#' | head -n 15
 }
