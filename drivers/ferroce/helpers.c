@@ -533,19 +533,23 @@ static struct workqueue_struct *ferroce_comp_wq;
 
 /*
  * A QP's send continuation (the work item that goes on sending what one
- * kick left) runs at high priority. At normal priority it took turns with
- * the processes spinning on their completion queues: with ib_send_bw, whose
- * server spins too, both CPUs of a two-CPU guest had a spinner, and the
- * sender got half a CPU (64 KiB across a veth: 25.0 and 29.6 MiB/s, against
- * 46.5 and 52.8 at high priority; ib_write_bw, whose server sleeps, was
- * 50.4/46.8 against 46.3/43.8, noise). The linger work stays at normal
- * priority: it spins waiting for a process, which must not lose its CPU to
- * it. Chosen at load time (a work item must stay on one workqueue while it
- * can run, for cancel_work_sync).
+ * kick left) may run at high priority (qp_highpri=1, off by default). At
+ * normal priority it takes turns with the processes on its CPU: with
+ * ib_send_bw, whose server spins on its CQ as the client does, both CPUs
+ * of a two-CPU guest had a spinner and the sender got half a CPU (64 KiB
+ * across a veth: 25.0 and 29.6 MiB/s, against 46.5 and 52.8 at high
+ * priority). But at nice -20 a busy continuation takes its CPU from every
+ * other process there: a shell loop that sampled the counters every half
+ * second ran not once during a 9-second ib_send_bw across the veth (3
+ * times at normal priority). Kernel work a process asks for must not
+ * outrank other processes, so it is off by default. The linger work is
+ * always at normal priority (it spins waiting for a process). Chosen at
+ * load time (a work item must stay on one workqueue while it can run, for
+ * cancel_work_sync).
  */
-static bool qp_highpri = true;
+static bool qp_highpri;
 module_param(qp_highpri, bool, 0444);
-MODULE_PARM_DESC(qp_highpri, "run a QP's send continuation on a high-priority workqueue (default on; set at load time)");
+MODULE_PARM_DESC(qp_highpri, "run a QP's send continuation on a high-priority workqueue (default off: it starves other processes on its CPU; set at load time)");
 
 int ferroce_wq_create(void)
 {
@@ -557,8 +561,8 @@ int ferroce_wq_create(void)
 	 * bound to a CPU that ferroce picks (qp_queue): not the one where the
 	 * process posting to the QP keeps running. CPU_INTENSIVE: a long
 	 * continuation or a linger's spin must not hold up the CPU's other
-	 * per-CPU work items. HIGHPRI (qp_highpri, above) for the
-	 * continuations only.
+	 * per-CPU work items. HIGHPRI only with qp_highpri (above), and for
+	 * the continuations only.
 	 */
 	ferroce_qp_wq = alloc_workqueue("ferroce_qp", WQ_PERCPU | WQ_MEM_RECLAIM | WQ_CPU_INTENSIVE |
 					(qp_highpri ? WQ_HIGHPRI : 0), 0);
