@@ -77,12 +77,7 @@ fn request(opcode: Opcode, psn: u32, payload: &[u8], f: impl FnOnce(&mut Headers
     let mut h = Headers::bth_only(opcode, 0xffff, B, Psn::new(psn));
     h.bth.ack_req = true;
     f(&mut h);
-    let mut buf = vec![0u8; 5000];
-    let hl = packet::emit_headers(&h, payload.len(), &mut buf).unwrap();
-    buf[hl..hl + payload.len()].copy_from_slice(payload);
-    let n = packet::finish(&mut buf, hl, payload.len()).unwrap();
-    buf.truncate(n);
-    buf
+    craft(&h, payload)
 }
 
 fn post_recvs(r: &mut Rc, n: u64) {
@@ -1415,16 +1410,6 @@ fn rc_packet_that_fills_the_shared_window_bound_asks_for_an_ack() {
     assert_eq!(r.a.poll_send_cq().unwrap().status, WcStatus::Success);
     assert!(r.a.take_cc().losses == 0, "no loss, no timeout");
     assert_eq!(r.mb.bytes(r.tgt, 0, 16384), r.ma.bytes(r.src, 0, 16384));
-}
-
-/// A packet of headers `h` and `payload`.
-fn craft(h: &Headers, payload: &[u8]) -> Vec<u8> {
-    let mut buf = vec![0u8; 5000];
-    let hl = packet::emit_headers(h, payload.len(), &mut buf).unwrap();
-    buf[hl..hl + payload.len()].copy_from_slice(payload);
-    let n = packet::finish(&mut buf, hl, payload.len()).unwrap();
-    buf.truncate(n);
-    buf
 }
 
 /// Every packet an RC QP drops unanswered names why (the device counts

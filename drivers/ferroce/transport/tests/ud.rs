@@ -149,12 +149,7 @@ fn craft_ud(opcode: Opcode, psn: u32, qkey: u32, payload: &[u8]) -> Vec<u8> {
     if opcode == Opcode::UD_SEND_ONLY_WITH_IMMEDIATE {
         h.immdt = Some(ImmDtRepr { imm: 77 });
     }
-    let mut buf = vec![0u8; 5000];
-    let hl = packet::emit_headers(&h, payload.len(), &mut buf).unwrap();
-    buf[hl..hl + payload.len()].copy_from_slice(payload);
-    let n = packet::finish(&mut buf, hl, payload.len()).unwrap();
-    buf.truncate(n);
-    buf
+    craft(&h, payload)
 }
 
 #[test]
