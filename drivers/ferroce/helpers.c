@@ -528,28 +528,36 @@ void ferroce_timer_shutdown_sync(struct timer_list *t) { timer_shutdown_sync(t);
 
 static struct workqueue_struct *ferroce_wq;
 static struct workqueue_struct *ferroce_qp_wq;
+static struct workqueue_struct *ferroce_qp_hi_wq;
 static struct workqueue_struct *ferroce_linger_wq;
 static struct workqueue_struct *ferroce_comp_wq;
 
 /*
  * A QP's send continuation (the work item that goes on sending what one
- * kick left) may run at high priority (qp_highpri=1, off by default). At
- * normal priority it takes turns with the processes on its CPU: with
- * ib_send_bw, whose server spins on its CQ as the client does, both CPUs
- * of a two-CPU guest had a spinner and the sender got half a CPU (64 KiB
- * across a veth: 25.0 and 29.6 MiB/s, against 46.5 and 52.8 at high
- * priority). But at nice -20 a busy continuation takes its CPU from every
- * other process there: a shell loop that sampled the counters every half
- * second ran not once during a 9-second ib_send_bw across the veth (3
- * times at normal priority). Kernel work a process asks for must not
- * outrank other processes, so it is off by default. The linger work is
- * always at normal priority (it spins waiting for a process). Chosen at
- * load time (a work item must stay on one workqueue while it can run, for
- * cancel_work_sync).
+ * kick left) has two work items, one on a high-priority workqueue and one
+ * on a normal one; the driver picks (sched.rs, `continue_tx`). At normal
+ * priority it takes turns with the processes on its CPU: with ib_send_bw,
+ * whose server spins on its CQ as the client does, both CPUs of a two-CPU
+ * guest had a spinner and the sender got half a CPU (64 KiB across a veth:
+ * 25.0 and 29.6 MiB/s, against 46.5 and 52.8 at high priority). But at
+ * nice -20 a continuation that always has more to send takes its CPU from
+ * every other process there: a shell loop that sampled the counters every
+ * half second ran not once during a 9-second ib_send_bw across the veth.
+ * So, as softirqs get 2 ms before the rest goes to ksoftirqd, a QP's
+ * continuation runs at high priority for qp_hi_us, then at normal
+ * priority for qp_lo_us (or until it has been idle that long), then at
+ * high again. qp_hi_us=0: always normal; qp_lo_us=0: always high. Both
+ * may change at run time: each work item stays on its own queue.
  */
-static bool qp_highpri;
-module_param(qp_highpri, bool, 0444);
-MODULE_PARM_DESC(qp_highpri, "run a QP's send continuation on a high-priority workqueue (default off: it starves other processes on its CPU; set at load time)");
+static unsigned int qp_hi_us = 2000;
+module_param(qp_hi_us, uint, 0644);
+MODULE_PARM_DESC(qp_hi_us, "microseconds a QP's send continuation runs at high priority before it rests at normal priority (0: never high)");
+static unsigned int qp_lo_us = 2000;
+module_param(qp_lo_us, uint, 0644);
+MODULE_PARM_DESC(qp_lo_us, "microseconds a QP's send continuation rests at normal priority after qp_hi_us at high (0: always high, which starves other processes on its CPU)");
+
+u64 ferroce_qp_hi_ns(void) { return (u64)READ_ONCE(qp_hi_us) * NSEC_PER_USEC; }
+u64 ferroce_qp_lo_ns(void) { return (u64)READ_ONCE(qp_lo_us) * NSEC_PER_USEC; }
 
 int ferroce_wq_create(void)
 {
@@ -561,17 +569,24 @@ int ferroce_wq_create(void)
 	 * bound to a CPU that ferroce picks (qp_queue): not the one where the
 	 * process posting to the QP keeps running. CPU_INTENSIVE: a long
 	 * continuation or a linger's spin must not hold up the CPU's other
-	 * per-CPU work items. HIGHPRI only with qp_highpri (above), and for
-	 * the continuations only.
+	 * per-CPU work items. A continuation's high-priority item goes on
+	 * ferroce_qp_hi (above); the linger work is always normal (it spins
+	 * waiting for a process).
 	 */
-	ferroce_qp_wq = alloc_workqueue("ferroce_qp", WQ_PERCPU | WQ_MEM_RECLAIM | WQ_CPU_INTENSIVE |
-					(qp_highpri ? WQ_HIGHPRI : 0), 0);
+	ferroce_qp_wq = alloc_workqueue("ferroce_qp", WQ_PERCPU | WQ_MEM_RECLAIM | WQ_CPU_INTENSIVE, 0);
 	if (!ferroce_qp_wq) {
+		destroy_workqueue(ferroce_wq);
+		return -ENOMEM;
+	}
+	ferroce_qp_hi_wq = alloc_workqueue("ferroce_qp_hi", WQ_PERCPU | WQ_MEM_RECLAIM | WQ_CPU_INTENSIVE | WQ_HIGHPRI, 0);
+	if (!ferroce_qp_hi_wq) {
+		destroy_workqueue(ferroce_qp_wq);
 		destroy_workqueue(ferroce_wq);
 		return -ENOMEM;
 	}
 	ferroce_linger_wq = alloc_workqueue("ferroce_linger", WQ_PERCPU | WQ_MEM_RECLAIM | WQ_CPU_INTENSIVE, 0);
 	if (!ferroce_linger_wq) {
+		destroy_workqueue(ferroce_qp_hi_wq);
 		destroy_workqueue(ferroce_qp_wq);
 		destroy_workqueue(ferroce_wq);
 		return -ENOMEM;
@@ -585,6 +600,7 @@ int ferroce_wq_create(void)
 	ferroce_comp_wq = alloc_workqueue("ferroce_comp", WQ_PERCPU | WQ_HIGHPRI | WQ_MEM_RECLAIM, 0);
 	if (!ferroce_comp_wq) {
 		destroy_workqueue(ferroce_linger_wq);
+		destroy_workqueue(ferroce_qp_hi_wq);
 		destroy_workqueue(ferroce_qp_wq);
 		destroy_workqueue(ferroce_wq);
 		return -ENOMEM;
@@ -596,6 +612,7 @@ void ferroce_wq_destroy(void)
 {
 	destroy_workqueue(ferroce_comp_wq);
 	destroy_workqueue(ferroce_linger_wq);
+	destroy_workqueue(ferroce_qp_hi_wq);
 	destroy_workqueue(ferroce_qp_wq);
 	destroy_workqueue(ferroce_wq);
 }
@@ -633,6 +650,7 @@ static void qp_queue(struct workqueue_struct *wq, struct work_struct *w)
 	queue_work_on(target, wq, w);
 }
 void ferroce_qp_work_queue(struct work_struct *w) { qp_queue(ferroce_qp_wq, w); }
+void ferroce_qp_hi_work_queue(struct work_struct *w) { qp_queue(ferroce_qp_hi_wq, w); }
 void ferroce_linger_work_queue(struct work_struct *w) { qp_queue(ferroce_linger_wq, w); }
 void ferroce_work_cancel_sync(struct work_struct *w) { cancel_work_sync(w); }
 

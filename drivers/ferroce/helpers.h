@@ -134,6 +134,9 @@ void ferroce_work_queue(struct work_struct *w);
 /* A QP's work item (high priority), or the device's linger work (normal
  * priority), on a CPU other than the poster's (see helpers.c). */
 void ferroce_qp_work_queue(struct work_struct *w);
+void ferroce_qp_hi_work_queue(struct work_struct *w);
+u64 ferroce_qp_hi_ns(void);
+u64 ferroce_qp_lo_ns(void);
 void ferroce_linger_work_queue(struct work_struct *w);
 void ferroce_work_cancel_sync(struct work_struct *w);
 /* Completion vectors: one per possible CPU, each bound to an online one. */

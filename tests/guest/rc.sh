@@ -102,6 +102,45 @@ check "ibv_rc_pingpong -c with 32-byte messages (inline)" \
 check "rc_integrity fr0<->fr0, up to 12 SGEs a buffer: every byte checked" \
 	timeout 300 build/userspace/tests/rc_integrity fr0 "$G" fr0 "$G" --qps 2 --ops 400 --sges 12 --max-size 20000
 
+# The send continuation's priority (design, "Transmit"): 4 QPs of 4 KiB
+# sends keep continuations queued. By default a continuation runs at high
+# priority for qp_hi_us (2 ms), then rests at normal priority for qp_lo_us,
+# so both kinds of run are counted; and a process that wants a fifth of a
+# CPU, pinned to each CPU in turn beside the stream (cpu_share: 20 ms of
+# CPU every 100 ms), still gets most of its rounds. qp_hi_us=0: never high;
+# qp_lo_us=0: never rests.
+stat_of() { rdma statistic show link fr0/1 | awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'; }
+PRM=/sys/module/ferroce/parameters
+# cont_run HI_US LO_US: a 3-second stream at that setting; sets HIGH and
+# NORMAL to the continuation runs of each kind it counted
+cont_run() {
+	echo "$1" >$PRM/qp_hi_us && echo "$2" >$PRM/qp_lo_us || return 1
+	local h0 n0
+	h0=$(stat_of tx_cont_high); n0=$(stat_of tx_cont_normal)
+	pingpong "" "" 10.0.2.15 ib_send_bw -d fr0 -x "$G" -s 4096 -q 4 -D 3 >/tmp/cont.log || { cat /tmp/cont.log; return 1; }
+	HIGH=$(( $(stat_of tx_cont_high) - h0 )); NORMAL=$(( $(stat_of tx_cont_normal) - n0 ))
+	echo "qp_hi_us=$1 qp_lo_us=$2: $HIGH runs at high priority, $NORMAL at normal"
+}
+check "module parameters qp_hi_us and qp_lo_us default to 2000" \
+	test "$(cat $PRM/qp_hi_us) $(cat $PRM/qp_lo_us)" = "2000 2000"
+taskset -c 0 build/userspace/tests/cpu_share 5 100 20 >/tmp/share0.log &
+SH0=$!
+taskset -c 1 build/userspace/tests/cpu_share 5 100 20 >/tmp/share1.log &
+SH1=$!
+check "a saturated stream at the default budget (ib_send_bw -q 4 -D 3)" cont_run 2000 2000
+wait $SH0 $SH1
+cat /tmp/share0.log /tmp/share1.log
+check "  ...its continuations ran at high priority and rested at normal" test "$HIGH" -gt 0 -a "$NORMAL" -gt 0
+for c in 0 1; do
+	check "  ...a process pinned to CPU $c got at least 35 of its 50 rounds" \
+		test "$(awk '{ print $2 }' /tmp/share$c.log)" -ge 35
+done
+check "qp_hi_us=0: a stream" cont_run 0 2000
+check "  ...no continuation ran at high priority" test "$HIGH" = 0 -a "$NORMAL" -gt 0
+check "qp_lo_us=0: a stream" cont_run 2000 0
+check "  ...no continuation rested at normal priority" test "$NORMAL" = 0 -a "$HIGH" -gt 0
+echo 2000 >$PRM/qp_hi_us; echo 2000 >$PRM/qp_lo_us
+
 rdma statistic show link fr0/1
 check "rdma link delete fr0" rdma link delete fr0
 check "rmmod ferroce after the tests" rmmod ferroce

@@ -223,8 +223,8 @@ impl Driver for Ferroce {
         sched::qp_timer(dev, qpn)
     }
 
-    fn qp_work(dev: &FerroceDevice, qpn: u32) {
-        sched::qp_work(dev, qpn)
+    fn qp_work(dev: &FerroceDevice, qpn: u32, prio: crate::rdma::qp::WorkPrio) {
+        sched::qp_work(dev, qpn, prio)
     }
 
     fn receive(dev: &FerroceDevice, packet: &[u8]) {

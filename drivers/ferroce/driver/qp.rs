@@ -159,6 +159,7 @@ pub(super) fn create(qp: QpRef, init: &mut QpInit<'_, Ferroce>, udata: &mut Udat
             armed_for: None,
             tx_busy: false,
             tx_again: false,
+            tx_prio: crate::transport::prio::PrioBudget::new(),
             tx_max_psn: None,
             ud_direct: false,
             ud_avs,

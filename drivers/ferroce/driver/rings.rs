@@ -82,7 +82,7 @@ pub(crate) fn take_posted_ud(dev: &FerroceDevice, st: &mut DevState, pd: u32) {
         cur = e.ud_next;
         let posted = e.rings.as_ref().is_some_and(|r| r.sq.prod() != r.sq_taken);
         if e.pd == pd && posted && pull_sq(dev, e, &st.ahs) > 0 {
-            e.core.queue_work();
+            crate::driver::sched::continue_tx(e);
         }
     }
 }

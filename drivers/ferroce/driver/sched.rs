@@ -13,7 +13,8 @@ use super::tx::{self, Batch, Deferred};
 use crate::rdma::sys::{self, now_ns};
 use crate::rdma::Counter;
 use crate::driver::ferroce::FerroceDevice;
-use crate::driver::tables::DevState;
+use crate::driver::tables::{DevState, QpEntry};
+use crate::rdma::qp::WorkPrio;
 use core::sync::atomic::Ordering;
 
 /// Packets one call of `kick` sends before it leaves the rest to the QP's
@@ -95,10 +96,19 @@ impl Chain {
 
 /// Leaves QP `qpn`'s send side to its work item (process context).
 fn defer_kick(dev: &FerroceDevice, qpn: u32) {
-    let st = dev.state.lock();
-    if let Some(e) = st.qps.get(qpn as usize).and_then(|e| e.as_deref()) {
-        e.core.queue_work();
+    let mut st = dev.state.lock();
+    if let Some(e) = st.qp(qpn) {
+        continue_tx(e);
     }
+}
+
+/// Queues QP `e`'s send continuation on its high-priority work item while
+/// its budget allows (`qp_hi_us`, then a rest of `qp_lo_us` on the normal
+/// one: `transport::prio`). Under the device lock, which the budget's
+/// state needs.
+pub(crate) fn continue_tx(e: &mut QpEntry) {
+    let high = e.tx_prio.high(now_ns(), sys::qp_hi_ns(), sys::qp_lo_ns());
+    e.core.queue_work(if high { WorkPrio::High } else { WorkPrio::Normal });
 }
 
 /// One QP's part of `kick`; the QPs it delivered to join `chain`.
@@ -121,7 +131,7 @@ fn kick_one(dev: &FerroceDevice, qpn: u32, budget: usize, chain: &mut Chain) {
             if sent >= budget {
                 if let Some(e) = st.qp(qpn) {
                     e.tx_busy = false;
-                    e.core.queue_work();
+                    continue_tx(e);
                 }
                 return;
             }
@@ -184,7 +194,7 @@ fn claim(st: &mut DevState, qpn: u32) -> bool {
     // IP stack from there (it enables bottom halves): the QP's work item
     // sends.
     if sys::irqs_disabled() {
-        e.core.queue_work();
+        continue_tx(e);
         return false;
     }
     if e.tx_busy {
@@ -295,9 +305,13 @@ pub(crate) fn qp_timer(dev: &FerroceDevice, qpn: u32) {
     kick(dev, qpn, KICK_BUDGET_SOFTIRQ);
 }
 
-/// The QP's work item: continues a send side that had more to send than
-/// one `kick` may send.
-pub(crate) fn qp_work(dev: &FerroceDevice, qpn: u32) {
+/// The QP's work item (of priority `prio`, `continue_tx`): continues a
+/// send side that had more to send than one `kick` may send.
+pub(crate) fn qp_work(dev: &FerroceDevice, qpn: u32, prio: WorkPrio) {
+    dev.count(match prio {
+        WorkPrio::High => Counter::TxContHigh,
+        WorkPrio::Normal => Counter::TxContNormal,
+    });
     kick(dev, qpn, KICK_BUDGET_TASK);
 }
 

@@ -92,6 +92,9 @@ pub(crate) struct QpEntry {
     pub(crate) tx_busy: bool,
     /// Another `kick` came while one was running: look again.
     pub(crate) tx_again: bool,
+    /// At which priority its send continuation runs next
+    /// (`sched::continue_tx`).
+    pub(crate) tx_prio: crate::transport::prio::PrioBudget,
     /// Highest request PSN sent (RC), to count retransmissions.
     pub(crate) tx_max_psn: Option<Psn>,
     /// UD: the last packet went to a QP of this device, so the next ones

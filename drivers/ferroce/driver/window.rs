@@ -195,7 +195,7 @@ impl DevState {
             e.wire_listed = false;
             e.wire_grant = e.wire_grant.saturating_add(s.w.reserve());
             if !wire_woken.add(q) {
-                e.core.queue_work();
+                crate::driver::sched::continue_tx(e);
             }
         }
     }

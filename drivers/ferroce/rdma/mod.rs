@@ -402,9 +402,13 @@ pub(crate) enum Counter {
     RxDropInvalid,
     RxDropBusy,
     RxDropMemory,
+    /// Runs of QPs' send continuations at high priority...
+    TxContHigh,
+    /// ...and at normal priority (`transport::prio`).
+    TxContNormal,
 }
 
-const NUM_COUNTERS: usize = 45;
+const NUM_COUNTERS: usize = 47;
 
 /// Counter names, in `Counter` order.
 static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered(UnsafeCell::new({
@@ -457,6 +461,8 @@ static COUNTER_DESCS: Registered<[b::rdma_stat_desc; NUM_COUNTERS]> = Registered
         d(c"rx_qp_invalid"),
         d(c"rx_qp_busy"),
         d(c"rx_qp_memory"),
+        d(c"tx_cont_high"),
+        d(c"tx_cont_normal"),
     ]
 }));
 

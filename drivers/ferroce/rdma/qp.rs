@@ -18,14 +18,25 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 use kernel::types::Opaque;
 
-/// The layer's part of a QP: its timer and work item, whose callbacks call
-/// the driver's [`Driver::qp_timer`] and [`Driver::qp_work`] with the QP's
-/// number, and that number (set by the driver's create before the QP is
-/// reachable).
+/// The layer's part of a QP: its timer and two work items (one on a
+/// normal-priority workqueue, one on a high-priority one: the driver picks,
+/// [`WorkPrio`]), whose callbacks call the driver's [`Driver::qp_timer`]
+/// and [`Driver::qp_work`] with the QP's number, and that number (set by
+/// the driver's create before the QP is reachable).
 pub(crate) struct QpHooks {
     timer: Opaque<b::timer_list>,
     work: Opaque<b::work_struct>,
+    work_hi: Opaque<b::work_struct>,
     qpn: AtomicU32,
+}
+
+/// Which of a QP's work items runs its next continuation.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum WorkPrio {
+    /// At the priority of the processes (nice 0).
+    Normal,
+    /// Before them (a `WQ_HIGHPRI` worker, nice -20).
+    High,
 }
 
 impl Core for b::ib_qp {
@@ -48,6 +59,10 @@ impl Counted<b::ib_qp> {
 
     fn work(&self) -> *mut b::work_struct {
         self.extra().work.get()
+    }
+
+    fn work_hi(&self) -> *mut b::work_struct {
+        self.extra().work_hi.get()
     }
 
     /// Sets the QP's number (the driver's create, before the QP is in any
@@ -80,7 +95,7 @@ impl Counted<b::ib_qp> {
         unsafe { b::ferroce_timer_cancel(self.timer()) }
     }
 
-    /// Stops the timer for good and waits for a queued or running work item
+    /// Stops the timer for good and waits for queued or running work items
     /// (process context: it sleeps). For the driver's destroy, once the QP
     /// is out of its tables and before what the callbacks read goes: a
     /// work item queued later would still run (the layer's destroy stops
@@ -91,6 +106,7 @@ impl Counted<b::ib_qp> {
         unsafe {
             b::ferroce_timer_shutdown_sync(self.timer());
             b::ferroce_work_cancel_sync(self.work());
+            b::ferroce_work_cancel_sync(self.work_hi());
         }
     }
 
@@ -105,12 +121,18 @@ impl Counted<b::ib_qp> {
         unsafe { b::ferroce_qp_event(self.core(), ev.core()) }
     }
 
-    /// Queues the work item (on a CPU other than this one, on the module's
-    /// workqueue).
-    pub(crate) fn queue_work(&self) {
-        // SAFETY: initialised before the driver's create; cancelled in the
-        // layer's destroy before the QP is freed.
-        unsafe { b::ferroce_qp_work_queue(self.work()) }
+    /// Queues the work item of priority `prio` (on a CPU other than this
+    /// one when a process queues it). The two may both be queued: the
+    /// driver's callback must allow two runs at once.
+    pub(crate) fn queue_work(&self, prio: WorkPrio) {
+        // SAFETY: both initialised before the driver's create; cancelled in
+        // the layer's destroy before the QP is freed.
+        unsafe {
+            match prio {
+                WorkPrio::Normal => b::ferroce_qp_work_queue(self.work()),
+                WorkPrio::High => b::ferroce_qp_hi_work_queue(self.work_hi()),
+            }
+        }
     }
 }
 
@@ -161,6 +183,7 @@ pub(super) unsafe fn init_hooks<T: Driver>(ibqp: *mut b::ib_qp) {
     unsafe {
         b::ferroce_timer_setup(c.timer(), Some(qp_timer::<T>));
         b::ferroce_work_init(c.work(), Some(qp_work::<T>));
+        b::ferroce_work_init(c.work_hi(), Some(qp_work_hi::<T>));
     }
 }
 
@@ -178,6 +201,7 @@ pub(super) unsafe fn shutdown_hooks(ibqp: *mut b::ib_qp) {
     unsafe {
         b::ferroce_timer_shutdown_sync(c.timer());
         b::ferroce_work_cancel_sync(c.work());
+        b::ferroce_work_cancel_sync(c.work_hi());
     }
 }
 
@@ -197,6 +221,8 @@ unsafe fn qp_of<'a, T: Driver>(field: *mut u8, offset: usize) -> (&'a Device<T>,
 const TIMER_OFFSET: usize =
     core::mem::offset_of!(Counted<b::ib_qp>, extra) + core::mem::offset_of!(QpHooks, timer);
 const WORK_OFFSET: usize = core::mem::offset_of!(Counted<b::ib_qp>, extra) + core::mem::offset_of!(QpHooks, work);
+const WORK_HI_OFFSET: usize =
+    core::mem::offset_of!(Counted<b::ib_qp>, extra) + core::mem::offset_of!(QpHooks, work_hi);
 
 /// # Safety
 /// Only the kernel calls it, for the timer or work item of a live
@@ -213,7 +239,16 @@ unsafe extern "C" fn qp_timer<T: Driver>(t: *mut b::timer_list) {
 unsafe extern "C" fn qp_work<T: Driver>(w: *mut b::work_struct) {
     // SAFETY: the work item of a live QP (cancelled before it is freed).
     let (dev, qpn) = unsafe { qp_of::<T>(w.cast(), WORK_OFFSET) };
-    T::qp_work(dev, qpn);
+    T::qp_work(dev, qpn, WorkPrio::Normal);
+}
+
+/// # Safety
+/// As `qp_work`, for the high-priority work item.
+unsafe extern "C" fn qp_work_hi<T: Driver>(w: *mut b::work_struct) {
+    // SAFETY: the high-priority work item of a live QP (cancelled before
+    // it is freed).
+    let (dev, qpn) = unsafe { qp_of::<T>(w.cast(), WORK_HI_OFFSET) };
+    T::qp_work(dev, qpn, WorkPrio::High);
 }
 
 /// A live QP.

@@ -14,6 +14,20 @@ pub(crate) fn now_ns() -> u64 {
     u64::try_from(Monotonic::ktime_get()).unwrap_or(0)
 }
 
+/// How long a QP's send continuation may run at high priority before it
+/// rests (the module parameter `qp_hi_us`, in ns; 0: never).
+pub(crate) fn qp_hi_ns() -> u64 {
+    // SAFETY: reads a module parameter.
+    unsafe { b::ferroce_qp_hi_ns() }
+}
+
+/// How long it then rests at normal priority (`qp_lo_us`, in ns; 0: never
+/// rests).
+pub(crate) fn qp_lo_ns() -> u64 {
+    // SAFETY: reads a module parameter.
+    unsafe { b::ferroce_qp_lo_ns() }
+}
+
 /// Pages of memory the machine has (`totalram_pages`).
 pub(crate) fn totalram_pages() -> usize {
     // SAFETY: reads a counter; any context.

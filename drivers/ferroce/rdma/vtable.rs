@@ -190,8 +190,9 @@ pub(crate) trait Driver: Sized + 'static {
 
     fn qp_timer(dev: &Device<Self>, qpn: u32);
 
-    /// A QP's work item runs (process context).
-    fn qp_work(dev: &Device<Self>, qpn: u32);
+    /// A QP's work item of priority `prio` runs (process context). Its two
+    /// items may run at once, on two CPUs.
+    fn qp_work(dev: &Device<Self>, qpn: u32, prio: super::qp::WorkPrio);
 
     /// A RoCEv2 datagram arrived for `dev`: `packet` is its bytes from the
     /// IP header on, nothing checked yet (softirq context).

@@ -30,6 +30,7 @@ pub mod engine;
 pub mod error;
 pub mod linger;
 pub mod mcast;
+pub mod prio;
 pub mod memory;
 pub mod qp;
 pub mod rc;
