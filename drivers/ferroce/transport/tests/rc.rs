@@ -1454,3 +1454,39 @@ fn rc_drops_name_their_reason() {
     assert_eq!(deliver(&mut r.a, 0, &mut r.ma, &craft(&h, &[0u8; 16])), dropped(DropReason::Sequence));
     assert_eq!((r.a.state(), r.b.state()), (QpState::Rts, QpState::Rts));
 }
+
+/// A responder whose job queue is full (its answers not yet sent) drops a
+/// request unseen, `Busy`, without moving its expected PSN: the
+/// requester's resend of it is executed once room is made.
+#[test]
+fn rc_responder_drops_unseen_while_its_answers_wait() {
+    let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, max_rd_atomic: 2, ..RcParams::default() });
+    let rkey = r.tgt;
+    let rd = |psn: u32| {
+        request(Opcode::RC_RDMA_READ_REQUEST, psn, &[], |h| {
+            h.reth = Some(RethRepr { va: 0x3_0000, r_key: rkey, dma_len: 8 });
+        })
+    };
+    // READs whose responses are never let out: each takes a job.
+    let mut psn = PSN_A;
+    let busy = loop {
+        let out = deliver(&mut r.b, 0, &mut r.mb, &rd(psn));
+        if out != RxOutcome::Accepted {
+            break out;
+        }
+        psn += 1;
+        assert!(psn < PSN_A + 1000, "the job queue never filled");
+    };
+    assert_eq!(busy, RxOutcome::Dropped(DropReason::Busy));
+    assert!(psn - PSN_A > 2, "more READs were taken than resources ({})", psn - PSN_A);
+    // Nothing moved: the same READ again is dropped again.
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &rd(psn)), RxOutcome::Dropped(DropReason::Busy));
+    // The answers leave; the resent READ is then executed and answered.
+    assert!(!drain_tx(&mut r.b, 0, &mut r.mb).is_empty());
+    assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &rd(psn)), RxOutcome::Accepted);
+    let out = drain_tx(&mut r.b, 0, &mut r.mb);
+    let psns: Vec<u32> = out.iter().map(|b| p(b).headers.bth.psn.value()).collect();
+    assert_eq!(psns, vec![psn]);
+    assert_eq!(p(&out[0]).headers.bth.opcode, Opcode::RC_RDMA_READ_RESPONSE_ONLY);
+    assert_eq!(r.b.state(), QpState::Rts);
+}
