@@ -193,8 +193,12 @@ bench_profiles() {
 	for t in "${BENCH_TESTS[@]}"; do
 		IFS='|' read -r name unit better cmd <<<"$t"
 		# a timed run (-D) instead of a count: setup (registering and
-		# zeroing the buffers) must not dominate the profile
-		cmd=$(sed -E 's/ -n [0-9]+/ -D 9/' <<<"$cmd")
+		# zeroing the buffers) must not dominate the profile. 20 s: under
+		# saturated traffic the shell loop that waits for it to flow got
+		# a turn every 2 or 3 s, and perf took as long to answer, so the
+		# window of a 9-second run opened after it (counters +0 in the
+		# windows of ferroce's veth send_bw_64k and write_bw_64k)
+		cmd=$(sed -E 's/ -n [0-9]+/ -D 20/' <<<"$cmd")
 		for drv in rxe fr; do
 			# shellcheck disable=SC2086 # the perftest arguments, word by word
 			bench_profile_run "$out/profile-$name$sfx-$drv.txt" "$name$sfx" "$unit" "${ns[$drv]}" "${dev[$drv]}" "$runner" $drv $cmd
@@ -209,7 +213,7 @@ bench_profiles() {
 # disabled (it takes seconds under TCG to set up), and is switched on and
 # off through its control FIFO.
 bench_profile_run() {
-	local f=$1 name=$2 unit=$3 ns=$4 dev=$5; shift 5
+	local f=$1 name=$2 unit=$3 dev=$5; shift 5	# NS ($4): sysfs shows the devices of every namespace
 	local drv=$2	# ARGS: RUNNER DRV CMD...
 	rm -f /tmp/perf.ctl /tmp/perf.ack && mkfifo /tmp/perf.ctl /tmp/perf.ack
 	perf record -q -a -g -F 997 -e cpu-clock -D -1 --control=fifo:/tmp/perf.ctl,/tmp/perf.ack \
@@ -228,21 +232,36 @@ bench_profile_run() {
 	# until the client has connected and registered its buffers (zeroing
 	# them takes seconds under TCG) and packets flow: the device's counters
 	# grow by more than 1000 in half a second
+	# The sum of the device's counters, read from sysfs by the shell
+	# itself: under saturated traffic each process this loop started (ip
+	# netns exec, rdma, awk) waited seconds for a CPU, and the window
+	# opened after a run had ended. The RDMA core's netns mode is shared
+	# here, so the devices of every namespace are in /sys/class/infiniband.
+	# Into DS, without a subshell.
 	devsum() {
-		ip netns exec "$ns" rdma statistic show link "$dev/1" |
-			awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i } END { print s + 0 }'
+		local f x
+		DS=0
+		for f in /sys/class/infiniband/"$dev"/ports/1/hw_counters/*; do
+			read -r x <"$f" 2>/dev/null || continue
+			[[ $x =~ ^[0-9]+$ ]] && DS=$((DS + x))
+		done
 	}
 	local i a b=0
 	for i in $(seq 60); do
 		a=$b
-		b=$(devsum)
+		devsum
+		b=$DS
 		[ "$i" -gt 1 ] && [ $((b - a)) -gt 1000 ] && break
 		sleep 0.5
 	done
+	local t1=$SECONDS
 	echo enable >&8 && read -r -t 20 -u 9 ack
-	a=$(devsum)
+	echo "[bench] profile $name $drv: traffic seen after $((t1 - t0)) s, perf on after $((SECONDS - t1)) s more"
+	devsum
+	a=$DS
 	sleep 3
-	b=$(devsum)
+	devsum
+	b=$DS
 	echo disable >&8 && read -r -t 20 -u 9 ack
 	exec 8>&- 9<&-
 	kill -INT $ppid 2>/dev/null
