@@ -283,18 +283,13 @@ fn uc_ignores_rc_packets_and_ackreq_gets_no_ack() {
     // An RC SEND ONLY at the right PSN: not UC, dropped.
     let mut h = Headers::bth_only(Opcode::RC_SEND_ONLY, 0xffff, B, Psn::new(PSN_A));
     h.bth.ack_req = true;
-    let mut buf = vec![0u8; 256];
-    let hl = packet::emit_headers(&h, 0, &mut buf).unwrap();
-    let n = packet::finish(&mut buf, hl, 0).unwrap();
-    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &buf[..n]), RxOutcome::Dropped(DropReason::Header));
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &craft(&h, &[])), RxOutcome::Dropped(DropReason::Header));
     // A UC WRITE ONLY with immediate and AckReq set: accepted, never ACKed.
     let mut h = Headers::bth_only(Opcode::UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, 0xffff, B, Psn::new(77));
     h.bth.ack_req = true;
     h.reth = Some(RethRepr { va: 0x3_0000, r_key: u.tgt, dma_len: 0 });
     h.immdt = Some(ImmDtRepr { imm: 5 });
-    let hl = packet::emit_headers(&h, 0, &mut buf).unwrap();
-    let n = packet::finish(&mut buf, hl, 0).unwrap();
-    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &buf[..n]), RxOutcome::Accepted);
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &craft(&h, &[])), RxOutcome::Accepted);
     assert_silent(&mut u);
     let (_, r) = all_cqes(&mut u.b);
     assert_eq!(r.iter().map(|c| (c.opcode, c.imm_data)).collect::<Vec<_>>(), vec![(WcOpcode::RecvRdmaWithImm, 5)]);

@@ -186,10 +186,7 @@ fn ud_unsupported_or_reserved_opcode_silently_dropped() {
     // An RC SEND ONLY aimed at a UD QP: unsupported on this QP (class D).
     let mut h = Headers::bth_only(Opcode::RC_SEND_ONLY, 0xffff, 0x20, Psn::new(0));
     h.bth.ack_req = true;
-    let mut buf = vec![0u8; 64];
-    let hl = packet::emit_headers(&h, 4, &mut buf).unwrap();
-    let n = packet::finish(&mut buf, hl, 4).unwrap();
-    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &buf[..n]), RxOutcome::Dropped(DropReason::Header));
+    assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &craft(&h, &[0u8; 4])), RxOutcome::Dropped(DropReason::Header));
     // Reserved UD opcodes 0x60-0x63 and 0x66-0x7f.
     for op in [0x60u8, 0x63, 0x66, 0x7f] {
         let mut p = craft_ud(Opcode::UD_SEND_ONLY, 1, QKEY, b"abcd");
@@ -358,12 +355,7 @@ fn ud_multicast_qpn_is_taken_by_ud_qps_only() {
     let craft_to = |dest: u32| {
         let mut h = Headers::bth_only(Opcode::UD_SEND_ONLY, 0xffff, dest, Psn::new(9));
         h.deth = Some(DethRepr { q_key: QKEY, src_qp: 0x33 });
-        let mut buf = vec![0u8; 256];
-        let hl = packet::emit_headers(&h, 4, &mut buf).unwrap();
-        buf[hl..hl + 4].copy_from_slice(b"mcst");
-        let n = packet::finish(&mut buf, hl, 4).unwrap();
-        buf.truncate(n);
-        buf
+        craft(&h, b"mcst")
     };
     let mut u = setup();
     u.b.post_recv(&recv_wr(1, &[(0x9000, 1100, u.dst)])).unwrap();
@@ -374,12 +366,9 @@ fn ud_multicast_qpn_is_taken_by_ud_qps_only() {
     assert_eq!(recv.len(), 1);
     assert_eq!((recv[0].wr_id, recv[0].status, recv[0].src_qp, recv[0].byte_len), (1, WcStatus::Success, 0x33, 40 + 4));
     // The Q_Key rule holds for multicast as for unicast.
-    let mut bad = craft_to(MULTICAST_QPN);
     let mut h = Headers::bth_only(Opcode::UD_SEND_ONLY, 0xffff, MULTICAST_QPN, Psn::new(9));
     h.deth = Some(DethRepr { q_key: QKEY ^ 1, src_qp: 0x33 });
-    let hl = packet::emit_headers(&h, 4, &mut bad).unwrap();
-    let n = packet::finish(&mut bad, hl, 4).unwrap();
-    bad.truncate(n);
+    let bad = craft(&h, b"mcst");
     assert_eq!(deliver(&mut u.b, 0, &mut u.mb, &bad), RxOutcome::Dropped(DropReason::Key));
     assert_eq!(u.b.recv_queue_len(), 1, "no WQE used by the wrong Q_Key");
     // An RC or UC QP: the multicast QP is not its number.
@@ -389,11 +378,7 @@ fn ud_multicast_qpn_is_taken_by_ud_qps_only() {
     rc.post_recv(&recv_wr(5, &[(0x9000, 1000, d)])).unwrap();
     let mut h = Headers::bth_only(Opcode::RC_SEND_ONLY, 0xffff, MULTICAST_QPN, Psn::new(0));
     h.deth = None;
-    let mut p = vec![0u8; 256];
-    let hl = packet::emit_headers(&h, 4, &mut p).unwrap();
-    let n = packet::finish(&mut p, hl, 4).unwrap();
-    p.truncate(n);
-    assert_eq!(deliver(&mut rc, 0, &mut mrc, &p), RxOutcome::Dropped(DropReason::Header));
+    assert_eq!(deliver(&mut rc, 0, &mut mrc, &craft(&h, &[0u8; 4])), RxOutcome::Dropped(DropReason::Header));
     assert!(all_cqes(&mut rc).1.is_empty());
 }
 
@@ -405,11 +390,7 @@ fn ud_takes_an_srq_wqe_only_for_a_datagram_it_accepts() {
     let craft = |qkey: u32, len: usize| {
         let mut h = Headers::bth_only(Opcode::UD_SEND_ONLY, 0xffff, 0x20, Psn::new(77));
         h.deth = Some(DethRepr { q_key: qkey, src_qp: 0x33 });
-        let mut buf = vec![0u8; 8192];
-        let hl = packet::emit_headers(&h, len, &mut buf).unwrap();
-        let n = packet::finish(&mut buf, hl, len).unwrap();
-        buf.truncate(n);
-        buf
+        craft(&h, &vec![0u8; len])
     };
     let u = setup();
     assert!(u.b.takes_srq_wqe(&craft(QKEY, 64)), "any PSN: UD has no sequence");

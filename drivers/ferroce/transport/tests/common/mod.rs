@@ -427,7 +427,7 @@ pub fn all_cqes(qp: &mut TestQp) -> (Vec<ferroce_transport::verbs::Cqe>, Vec<fer
 /// `packet::finish`.
 pub fn craft(h: &ferroce_transport::wire::packet::Headers, payload: &[u8]) -> Vec<u8> {
     use ferroce_transport::wire::packet;
-    let mut buf = vec![0u8; 5000];
+    let mut buf = vec![0u8; payload.len() + 256];
     let hl = packet::emit_headers(h, payload.len(), &mut buf).unwrap();
     buf[hl..hl + payload.len()].copy_from_slice(payload);
     let n = packet::finish(&mut buf, hl, payload.len()).unwrap();
