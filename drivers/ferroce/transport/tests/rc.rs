@@ -80,6 +80,13 @@ fn request(opcode: Opcode, psn: u32, payload: &[u8], f: impl FnOnce(&mut Headers
     craft(&h, payload)
 }
 
+/// An RDMA READ request at `psn` for `len` bytes at `va` of `rkey`.
+fn read_request(psn: u32, va: u64, rkey: u32, len: u32) -> Vec<u8> {
+    request(Opcode::RC_RDMA_READ_REQUEST, psn, &[], |h| {
+        h.reth = Some(RethRepr { va, r_key: rkey, dma_len: len });
+    })
+}
+
 fn post_recvs(r: &mut Rc, n: u64) {
     for i in 0..n {
         r.b.post_recv(&recv_wr(i, &[(0x2_0000 + i * 1024, 1024, r.dst)])).unwrap();
@@ -411,9 +418,7 @@ fn rc_duplicate_read_regenerated_from_read_resources() {
     deliver(&mut r.b, 0, &mut r.mb, &req[0]);
     let again = drain_tx(&mut r.b, 0, &mut r.mb);
     assert_eq!(again, first, "same responses, regenerated");
-    let resume = request(Opcode::RC_RDMA_READ_REQUEST, PSN_A + 2, &[], |h| {
-        h.reth = Some(RethRepr { va: 0x3_0000 + 512, r_key: r.tgt, dma_len: 88 });
-    });
+    let resume = read_request(PSN_A + 2, 0x3_0000 + 512, r.tgt, 88);
     assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &resume), RxOutcome::Accepted);
     let tail = drain_tx(&mut r.b, 0, &mut r.mb);
     assert_eq!(tail.len(), 1);
@@ -590,9 +595,7 @@ fn rc_max_rd_atomic_limits_outstanding_reads_and_fence_waits() {
 #[test]
 fn rc_responder_nak_invalid_request_beyond_max_dest_rd_atomic_zero() {
     let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, max_rd_atomic: 0, ..RcParams::default() });
-    let req = request(Opcode::RC_RDMA_READ_REQUEST, PSN_A, &[], |h| {
-        h.reth = Some(RethRepr { va: 0x3_0000, r_key: r.tgt, dma_len: 8 });
-    });
+    let req = read_request(PSN_A, 0x3_0000, r.tgt, 8);
     assert_eq!(deliver(&mut r.b, 0, &mut r.mb, &req), RxOutcome::Nak);
     let out = drain_tx(&mut r.b, 0, &mut r.mb);
     assert_eq!(aeth(&out[0]).0, AethSyndrome::Nak(NakCode::InvalidRequest));
@@ -674,11 +677,7 @@ fn rc_status_values_equal_ibv_wc_status() {
 fn rc_read_resources_recycle_oldest_first_keeping_newer_ones_for_duplicates() {
     let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, max_rd_atomic: 2, ..RcParams::default() });
     let rkey = r.tgt;
-    let rd = |psn: u32| {
-        request(Opcode::RC_RDMA_READ_REQUEST, psn, &[], |h| {
-            h.reth = Some(RethRepr { va: 0x3_0000, r_key: rkey, dma_len: 8 });
-        })
-    };
+    let rd = |psn: u32| read_request(psn, 0x3_0000, rkey, 8);
     deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A));
     deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A + 1));
     assert_eq!(drain_tx(&mut r.b, 0, &mut r.mb).len(), 2);
@@ -703,11 +702,7 @@ fn rc_read_resources_recycle_oldest_first_keeping_newer_ones_for_duplicates() {
 fn rc_duplicate_read_is_answered_before_the_streams_queued_after_it() {
     let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, max_rd_atomic: 2, ..RcParams::default() });
     let rkey = r.tgt;
-    let rd = |psn: u32, len: u32| {
-        request(Opcode::RC_RDMA_READ_REQUEST, psn, &[], |h| {
-            h.reth = Some(RethRepr { va: 0x3_0000, r_key: rkey, dma_len: len });
-        })
-    };
+    let rd = |psn: u32, len: u32| read_request(psn, 0x3_0000, rkey, len);
     // A one-packet READ, then an eight-packet one right behind it.
     deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A, 8));
     deliver(&mut r.b, 0, &mut r.mb, &rd(PSN_A + 1, 8 * 256));
@@ -1462,11 +1457,7 @@ fn rc_drops_name_their_reason() {
 fn rc_responder_drops_unseen_while_its_answers_wait() {
     let mut r = setup_with(RcParams { mtu: Mtu::Mtu256, max_rd_atomic: 2, ..RcParams::default() });
     let rkey = r.tgt;
-    let rd = |psn: u32| {
-        request(Opcode::RC_RDMA_READ_REQUEST, psn, &[], |h| {
-            h.reth = Some(RethRepr { va: 0x3_0000, r_key: rkey, dma_len: 8 });
-        })
-    };
+    let rd = |psn: u32| read_request(psn, 0x3_0000, rkey, 8);
     // READs whose responses are never let out: each takes a job.
     let mut psn = PSN_A;
     let busy = loop {
