@@ -76,7 +76,7 @@ for round in $(seq "$ROUNDS"); do
 done
 # the profiles (bench_profiles in tools/bench-lib.sh)
 if [[ $PROFILE == profile:* ]]; then
-	bench_profiles "${PROFILE#profile:}" "$OUT" "" run_loopback rxe rxe0 fr fr0
+	bench_profiles "${PROFILE#profile:}" "$OUT" "" run_loopback rxe0 fr0
 fi
 ip netns exec fr rdma statistic show link fr0/1
 ip netns exec rxe rdma link delete rxe0

@@ -172,16 +172,17 @@ bench_measure() {
 	echo "$label: $v $unit; marginal CPU ${cpu} s for $((b1 - b0)) bytes, $((m1 - m0)) messages (whole runs: $(ticks_s $((c1 - c0))) s for $m0, $(ticks_s $((c3 - c2))) s for $m1 at $v1 $unit)"
 }
 
-# bench_profiles SPEC OUT SUFFIX RUNNER NS_RXE DEV_RXE NS_FR DEV_FR: after
+# bench_profiles SPEC OUT SUFFIX RUNNER DEV_RXE DEV_FR: after
 # the rounds, one more run of each test named in SPEC ("1": all of them;
 # else comma-separated names) per driver under `perf record -a` (cpu-clock:
 # the one event TCG has), not counted, reported by object, by symbol and by
 # caller into OUT/profile-<test><SUFFIX>-<driver>.txt. RUNNER DRV CMD...
-# runs one test (its client's report in /tmp/cli.log); NS_* and DEV_* name
-# the device of each driver whose counters show when traffic flows.
+# runs one test (its client's report in /tmp/cli.log); DEV_* name the
+# device of each driver whose counters show when traffic flows (sysfs lists
+# the devices of every namespace: the RDMA core's netns mode is shared).
 bench_profiles() {
 	local spec=$1 out=$2 sfx=$3 runner=$4 t name unit better cmd drv
-	local -A ns=([rxe]=$5 [fr]=$7) dev=([rxe]=$6 [fr]=$8)
+	local -A dev=([rxe]=$5 [fr]=$6)
 	if ! command -v perf >/dev/null; then
 		echo "[bench] profile: no perf in the guest (tools/sysroot installs linux-perf; run it again)"
 		return 0
@@ -193,27 +194,26 @@ bench_profiles() {
 	for t in "${BENCH_TESTS[@]}"; do
 		IFS='|' read -r name unit better cmd <<<"$t"
 		# a timed run (-D) instead of a count: setup (registering and
-		# zeroing the buffers) must not dominate the profile. 20 s: under
-		# saturated traffic the shell loop that waits for it to flow got
-		# a turn every 2 or 3 s, and perf took as long to answer, so the
-		# window of a 9-second run opened after it (counters +0 in the
-		# windows of ferroce's veth send_bw_64k and write_bw_64k)
+		# zeroing the buffers) must not dominate the profile. 20 s, with
+		# the counters read from sysfs (bench_profile_run), gave every
+		# window traffic; 9 s, with them read through rdma and awk, left
+		# ferroce's veth send_bw_64k and write_bw_64k windows at +0
 		cmd=$(sed -E 's/ -n [0-9]+/ -D 20/' <<<"$cmd")
 		for drv in rxe fr; do
 			# shellcheck disable=SC2086 # the perftest arguments, word by word
-			bench_profile_run "$out/profile-$name$sfx-$drv.txt" "$name$sfx" "$unit" "${ns[$drv]}" "${dev[$drv]}" "$runner" $drv $cmd
+			bench_profile_run "$out/profile-$name$sfx-$drv.txt" "$name$sfx" "$unit" "${dev[$drv]}" "$runner" $drv $cmd
 		done
 	done
 	BENCH_TESTS=("${saved[@]}")
 }
 
-# bench_profile_run FILE NAME UNIT NS DEV RUNNER ARGS...: one timed run
+# bench_profile_run FILE NAME UNIT DEV RUNNER ARGS...: one timed run
 # (RUNNER ARGS..., in the background), the steady state of three seconds
 # of its traffic under perf, the report in FILE. perf starts first,
 # disabled (it takes seconds under TCG to set up), and is switched on and
 # off through its control FIFO.
 bench_profile_run() {
-	local f=$1 name=$2 unit=$3 dev=$5; shift 5	# NS ($4): sysfs shows the devices of every namespace
+	local f=$1 name=$2 unit=$3 dev=$4; shift 4
 	local drv=$2	# ARGS: RUNNER DRV CMD...
 	rm -f /tmp/perf.ctl /tmp/perf.ack && mkfifo /tmp/perf.ctl /tmp/perf.ack
 	perf record -q -a -g -F 997 -e cpu-clock -D -1 --control=fifo:/tmp/perf.ctl,/tmp/perf.ack \
@@ -229,15 +229,12 @@ bench_profile_run() {
 	echo "[bench] profile $name $drv: perf ready after $((SECONDS - t0)) s"
 	"$@" &
 	local rpid=$!
-	# until the client has connected and registered its buffers (zeroing
-	# them takes seconds under TCG) and packets flow: the device's counters
-	# grow by more than 1000 in half a second
-	# The sum of the device's counters, read from sysfs by the shell
-	# itself: under saturated traffic each process this loop started (ip
-	# netns exec, rdma, awk) waited seconds for a CPU, and the window
-	# opened after a run had ended. The RDMA core's netns mode is shared
-	# here, so the devices of every namespace are in /sys/class/infiniband.
-	# Into DS, without a subshell.
+	# The sum of the device's counters, into DS, read from sysfs by the
+	# shell itself (no process, no subshell): under saturated traffic each
+	# process this loop started (ip netns exec, rdma, awk) waited seconds
+	# for a CPU, and the window opened after a run had ended. The RDMA
+	# core's netns mode is shared, so /sys/class/infiniband lists the
+	# devices of every namespace.
 	devsum() {
 		local f x
 		DS=0
@@ -246,6 +243,9 @@ bench_profile_run() {
 			[[ $x =~ ^[0-9]+$ ]] && DS=$((DS + x))
 		done
 	}
+	# until the client has connected and registered its buffers (zeroing
+	# them takes seconds under TCG) and packets flow: the device's counters
+	# grow by more than 1000 in half a second
 	local i a b=0
 	for i in $(seq 60); do
 		a=$b

@@ -80,5 +80,5 @@ for round in $(seq "$ROUNDS"); do
 	done
 done
 if [[ $PROFILE == profile:* ]]; then
-	bench_profiles "${PROFILE#profile:}" "$OUT" _veth run_pair rxea rxe0 fra fr0
+	bench_profiles "${PROFILE#profile:}" "$OUT" _veth run_pair rxe0 fr0
 fi

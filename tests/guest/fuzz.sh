@@ -26,9 +26,6 @@ case $(uname -r) in *-debug) COUNT=${1:-10000} ;; esac
 shift
 SEEDS=${*:-1 2}
 
-counter() {
-	rdma statistic show link "$1/1" | tr ' ' '\n' | awk -v n="$2" 'p { print; exit } $0 == n { p = 1 }'
-}
 RX="rx_accepted rx_seq_err_or_nak rx_drop_transport rx_drop_malformed rx_drop_bad_icrc rx_drop_no_qp rx_drop_no_mem rx_drop_addr_mismatch"
 # rx_drop_transport by reason (they sum to it)
 QPR="rx_qp_bad_header rx_qp_bad_key rx_qp_state rx_qp_sequence rx_qp_no_wqe rx_qp_length rx_qp_invalid rx_qp_busy rx_qp_memory"

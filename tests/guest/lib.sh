@@ -121,6 +121,10 @@ perftest_again() {
 	perftest_cm_race /tmp/cli.log || return 1
 	echo "--- perftest's client connected before its server listened (REJ reason 8) and its retry failed (perftest bug, linux-rdma/perftest#93): run $1 of 3"
 }
+# counter DEV NAME: one counter of `rdma statistic show link DEV/1`
+counter() {
+	rdma statistic show link "$1/1" | tr ' ' '\n' | awk -v n="$2" 'p { print; exit } $0 == n { p = 1 }'
+}
 # res_of DEV: "pd N cq N qp N cm_id N mr N ..." of DEV in `rdma resource
 # show` (the kernel's own objects, such as the MAD layer's GSI QP, included)
 res_of() { rdma resource show | sed -n "s/^[0-9]*: $1: //p"; }

@@ -109,16 +109,15 @@ check "rc_integrity fr0<->fr0, up to 12 SGEs a buffer: every byte checked" \
 # CPU, pinned to each CPU in turn beside the stream (cpu_share: 20 ms of
 # CPU every 100 ms), still gets most of its rounds. qp_hi_us=0: never high;
 # qp_lo_us=0: never rests.
-stat_of() { rdma statistic show link fr0/1 | awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }'; }
 PRM=/sys/module/ferroce/parameters
 # cont_run HI_US LO_US: a 3-second stream at that setting; sets HIGH and
 # NORMAL to the continuation runs of each kind it counted
 cont_run() {
 	echo "$1" >$PRM/qp_hi_us && echo "$2" >$PRM/qp_lo_us || return 1
 	local h0 n0
-	h0=$(stat_of tx_cont_high); n0=$(stat_of tx_cont_normal)
+	h0=$(counter fr0 tx_cont_high); n0=$(counter fr0 tx_cont_normal)
 	pingpong "" "" 10.0.2.15 ib_send_bw -d fr0 -x "$G" -s 4096 -q 4 -D 3 >/tmp/cont.log || { cat /tmp/cont.log; return 1; }
-	HIGH=$(( $(stat_of tx_cont_high) - h0 )); NORMAL=$(( $(stat_of tx_cont_normal) - n0 ))
+	HIGH=$(( $(counter fr0 tx_cont_high) - h0 )); NORMAL=$(( $(counter fr0 tx_cont_normal) - n0 ))
 	echo "qp_hi_us=$1 qp_lo_us=$2: $HIGH runs at high priority, $NORMAL at normal"
 }
 check "module parameters qp_hi_us and qp_lo_us default to 2000" \

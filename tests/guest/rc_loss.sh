@@ -9,10 +9,6 @@
 type gid_index >/dev/null 2>&1 || gid_index() {
 	ibv_devinfo -v -d "$1" | sed -n "s/.*GID\[ *\([0-9]*\)\]:[[:space:]]*$2, RoCE v2.*/\1/p" | head -1
 }
-# counter DEV NAME: one counter of `rdma statistic show link DEV/1`
-counter() {
-	rdma statistic show link "$1/1" | tr ' ' '\n' | awk -v n="$2" 'p { print; exit } $0 == n { p = 1 }'
-}
 COUNTERS="tx_retransmit tx_window_wait tx_window_cut rx_deferred rx_drop_deferred_full rx_packets rx_accepted rx_drop_transport rx_seq_err_or_nak rx_drop_no_qp rx_drop_bad_icrc rx_drop_malformed tx_packets"
 # snapshot VAR: all counters of both devices into the associative array VAR
 snapshot() {

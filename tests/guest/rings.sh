@@ -25,11 +25,6 @@ check "rdma link add fr0" rdma link add fr0 type ferroce netdev eth0
 G=$(gid_index fr0 '::ffff:10\.0\.2\.15')
 check "RoCE v2 GID of 10.0.2.15 found" test -n "$G"
 
-# counter NAME: one counter of fr0
-counter() {
-	rdma statistic show link "fr0/1" | tr ' ' '\n' | awk -v n="$1" 'p { print; exit } $0 == n { p = 1 }'
-}
-
 # calls FILE NAME: the calls column of NAME in a `strace -c` summary (0 when
 # the process never made that call)
 calls() {
@@ -45,7 +40,7 @@ calls() {
 syscalls() {
 	local tool=$1 size=$2 out=/tmp/strace.$1.$2 try db0
 	for try in 1 2 3; do
-		db0=$(counter ring_doorbell)
+		db0=$(counter fr0 ring_doorbell)
 		timeout 600 "$tool" -d fr0 -x "$G" -s "$size" -n "$N" >/tmp/srv.log 2>&1 &
 		local spid=$!
 		wait_listen 18515 || { kill $spid; cat /tmp/srv.log; return 1; }
@@ -67,7 +62,7 @@ syscalls() {
 	local w i db
 	w=$(calls "$out" write)
 	i=$(calls "$out" ioctl)
-	db=$(($(counter ring_doorbell) - ${db0:-0}))
+	db=$(($(counter fr0 ring_doorbell) - ${db0:-0}))
 	echo "RINGS $tool $size wrs=$N doorbells=$db writes=$w ioctls=$i"
 	[ $((w + i)) -lt $((N / 5)) ] || { echo "write+ioctl = $((w + i)), not below $((N / 5))"; return 1; }
 }
@@ -81,8 +76,8 @@ done
 rdma statistic show link fr0/1
 
 # (c) a hostile process next to a healthy one
-corrupt0=$(counter ring_err_corrupt_index)
-badwqe0=$(counter ring_err_bad_wqe)
+corrupt0=$(counter fr0 ring_err_corrupt_index)
+badwqe0=$(counter fr0 ring_err_bad_wqe)
 # The healthy process runs rc_integrity again and again (other seeds) for as
 # long as the hostile one runs; every run must pass.
 healthy() {
@@ -113,8 +108,8 @@ expect "  ...the CQ whose consumer index was scribbled raised one IBV_EVENT_CQ_E
 	'CQ error events: cq-cons-ahead 1,' "$(cat /tmp/hostile.log)"
 tail -12 /tmp/healthy.0.log
 rdma statistic show link fr0/1
-corrupt=$(($(counter ring_err_corrupt_index) - ${corrupt0:-0}))
-badwqe=$(($(counter ring_err_bad_wqe) - ${badwqe0:-0}))
+corrupt=$(($(counter fr0 ring_err_corrupt_index) - ${corrupt0:-0}))
+badwqe=$(($(counter fr0 ring_err_bad_wqe) - ${badwqe0:-0}))
 echo "hostile run: $corrupt impossible ring indices, $badwqe malformed WQEs counted"
 check "impossible ring indices counted (ring_err_corrupt_index)" test "$corrupt" -gt 0
 check "malformed WQEs counted (ring_err_bad_wqe)" test "$badwqe" -gt 0

@@ -133,10 +133,11 @@ before=$(rdma statistic show link fra/1)
 check "one UD QP sending to its own device and across the veth, mixed in bursts (ud_mixed)" \
 	ip netns exec a build/userspace/tests/ud_mixed fra "$GA" frb "$GB" 100
 after=$(rdma statistic show link fra/1)
-counter() { echo "$1" | tr ' ' '\n' | grep -A1 -x "$2" | tail -1; }
+# counter_in TEXT NAME: counter NAME in TEXT, a saved `rdma statistic show`
+counter_in() { echo "$1" | tr ' ' '\n' | grep -A1 -x "$2" | tail -1; }
 check "  ...fra sent both inside the device (tx_local) and to the wire (tx_packets)" \
-	test $(( $(counter "$after" tx_local) - $(counter "$before" tx_local) )) -gt 0 -a \
-	$(( $(counter "$after" tx_packets) - $(counter "$before" tx_packets) )) -gt 0
+	test $(( $(counter_in "$after" tx_local) - $(counter_in "$before" tx_local) )) -gt 0 -a \
+	$(( $(counter_in "$after" tx_packets) - $(counter_in "$before" tx_packets) )) -gt 0
 
 # The wire path's route cache (issue 21): each CPU keeps the route a
 # destination took last, and must drop it the moment the routing changes.
@@ -168,15 +169,15 @@ rc_run() {
 	ip netns exec b timeout 60 taskset -c 0 ib_write_bw "${len[@]}" -s 4096 -d frb -x "$gb" >/tmp/srv.log 2>&1 &
 	local spid=$!
 	wait_listen 18515 b || { kill $spid; return 1; }
-	base=$(counter "$(rdma statistic show link fra/1)" tx_packets)
+	base=$(counter fra tx_packets)
 	ip netns exec a timeout 60 taskset -c 0 ib_write_bw "${len[@]}" -s 4096 -d fra -x "$ga" 10.66.0.2 >/tmp/cli.log 2>&1 &
 	local cpid=$!
 	if [ $# -gt 0 ]; then
 		for i in $(seq 100); do
-			[ "$(counter "$(rdma statistic show link fra/1)" tx_packets)" -gt $((base + 2000)) ] && break
+			[ "$(counter fra tx_packets)" -gt $((base + 2000)) ] && break
 			sleep 0.2
 		done
-		echo "fra sent $(( $(counter "$(rdma statistic show link fra/1)" tx_packets) - base )) packets; ip route add $*"
+		echo "fra sent $(( $(counter fra tx_packets) - base )) packets; ip route add $*"
 		ip -n a route add "$@" || echo "ip route add failed"
 	fi
 	wait $cpid; c=$?; wait $spid; s=$?
@@ -186,10 +187,10 @@ rc_run() {
 # route_cache NAME GID_A GID_B ROUTE...
 route_cache() {
 	local v=$1 ga=$2 gb=$3; shift 3
-	nr0=$(counter "$(rdma statistic show link fra/1)" tx_drop_no_route)
+	nr0=$(counter fra tx_drop_no_route)
 	check_fails "a route to the peer added in the middle of an RC run over $v stops it (ip route add $*)" \
 		rc_run "$ga" "$gb" "$@"
-	nr1=$(counter "$(rdma statistic show link fra/1)" tx_drop_no_route)
+	nr1=$(counter fra tx_drop_no_route)
 	echo "tx_drop_no_route $nr0 -> $nr1"
 	check "ip route del $*" ip -n a route del "$@"
 	check "  ...and with the route gone, a run over $v completes" rc_run "$ga" "$gb"
